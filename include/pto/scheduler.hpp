@@ -1,0 +1,102 @@
+// The scheduler the pto-par command uses, usable on its own: run jobs as
+// process groups in parallel, each holding some devices of a pool, so that no
+// device is ever held by two running jobs.
+//
+//     std::vector<pto::Job> jobs;
+//     jobs.push_back({"add", 1, [](std::span<const int> ids) -> pto::Expected<pto::LaunchSpec> {
+//         return pto::LaunchSpec{{"/bin/sh", "-c", "pytest test_add.py --device " +
+//                                 pto::format_device_range(ids)}, {}, {}};
+//     }});
+//     pto::RunOptions opt;
+//     opt.pool = {0, 1, 2, 3};
+//     auto summary = pto::run_jobs(std::move(jobs), opt);
+//
+// run_jobs blocks the calling thread until every job has ended. While it runs
+// it owns SIGCHLD (and, with handle_signals, SIGINT/SIGTERM/SIGHUP/SIGUSR1):
+// they are blocked and read through a signalfd, and it reaps every child of
+// the process, so call it from a process that has no other children to wait
+// for. It makes the process a child subreaper for the run, so that what a job
+// leaves behind is seen and stopped before its devices are handed on.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <pto/error.hpp>
+#include <pto/job_output.hpp>
+
+namespace pto {
+
+// How to start one job once its devices are known.
+struct LaunchSpec {
+    std::vector<std::string> argv;  // argv[0]: a path, or a name looked up in $PATH
+    std::string cwd;                // empty: the caller's
+    std::vector<std::string> env;   // "NAME=VALUE" added to the inherited environment, replacing same names
+};
+
+struct Job {
+    std::string label;
+    std::size_t device_count = 1;
+    // Receives the allocated ids (ascending); an error fails this job alone.
+    std::function<Expected<LaunchSpec>(std::span<const int> devices)> build;
+    std::optional<double> timeout_s;  // reserved for per-job time limits
+};
+
+enum class JobStatus { passed, failed, timeout, killed, cancelled };
+const char* to_string(JobStatus s);  // "passed", "failed", ...
+
+struct JobResult {
+    std::size_t index = 0;          // position in the job list
+    std::string label;
+    JobStatus status = JobStatus::cancelled;
+    std::optional<int> exit_code;   // when the main process exited
+    int signal = 0;                 // the signal that ended it, 0 if none
+    std::vector<int> devices;
+    pid_t pid = -1;                 // -1 if never started
+    double start = 0;               // Unix seconds
+    double end = 0;                 // when its devices were released
+    double duration_s = 0;
+    int stragglers = 0;             // processes of its group stopped after it ended (-1: some, count unknown)
+    std::string error;              // why it could not start, empty if it did
+    std::string output;             // filled only with RunOptions::keep_output
+};
+
+// Observers see each event as it happens; the CLI's reporters are observers.
+class RunObserver {
+public:
+    virtual ~RunObserver() = default;
+    virtual void on_start(const Job&, const JobResult&) {}
+    virtual void on_output(const Job&, const JobResult&, std::string_view) {}
+    // The job's devices are free again; `output` is everything it wrote.
+    virtual void on_finish(const Job&, const JobResult&, const JobOutput& output) = 0;
+    virtual void on_cancel(const Job&, const JobResult&) {}
+    // The run begins stopping (fail-fast or a signal): nothing more starts.
+    virtual void on_stopping(const char* /*reason*/) {}
+};
+
+struct RunOptions {
+    std::vector<int> pool;            // device ids
+    std::size_t max_parallel = 0;     // 0: only the pool bounds it
+    bool fail_fast = false;
+    double kill_grace_s = 5.0;        // SIGTERM -> SIGKILL
+    bool handle_signals = true;       // SIGINT/SIGTERM/SIGHUP stop the run
+    bool keep_output = false;         // copy each job's output into JobResult::output
+    RunObserver* observer = nullptr;
+};
+
+struct RunSummary {
+    std::vector<JobResult> results;  // one per job, in job order
+    int stopped_by_signal = 0;       // SIGINT etc. that stopped the run, 0 if none
+};
+
+// Fails before starting anything if a job needs more devices than the pool
+// holds, or if the process cannot set up its signal and pipe plumbing.
+Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options);
+
+}  // namespace pto

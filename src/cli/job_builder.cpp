@@ -1,0 +1,42 @@
+#include "cli/job_builder.hpp"
+
+#include <pto/devices.hpp>
+
+namespace pto::cli {
+
+std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWorld& world)
+{
+    std::vector<Job> jobs;
+    jobs.reserve(specs.size());
+    for (const auto& spec : specs) {
+        Job job;
+        job.label = spec.label;
+        job.device_count = static_cast<std::size_t>(spec.devices);
+        job.timeout_s = spec.timeout_s;
+        job.build = [&spec, &world](std::span<const int> ids) -> Expected<LaunchSpec> {
+            const std::string list = format_device_list(ids);
+            const cmdfile::Placeholders values{format_device_range(ids), list, std::to_string(ids.size()),
+                                               spec.label, std::to_string(spec.seq)};
+            std::string command = cmdfile::expand_placeholders(spec.command, values);
+            if (command.size() >= cmdfile::max_command_bytes)
+                return fail("the command is " + std::to_string(command.size()) +
+                            " bytes once its placeholders are replaced; the kernel takes at most " +
+                            std::to_string(cmdfile::max_command_bytes - 1));
+            LaunchSpec launch;
+            launch.argv = {world.shell, "-c", std::move(command)};
+            launch.env = {
+                "PTO_PAR_DEVICES=" + list,
+                "PTO_PAR_NUM_DEVICES=" + std::to_string(ids.size()),
+                "PTO_PAR_LABEL=" + spec.label,
+                "PTO_PAR_SEQ=" + std::to_string(spec.seq),
+            };
+            for (const auto& name : world.device_env)
+                launch.env.push_back(name + "=" + list);
+            return launch;
+        };
+        jobs.push_back(std::move(job));
+    }
+    return jobs;
+}
+
+}  // namespace pto::cli

@@ -1,0 +1,23 @@
+// Jobs of the commands file -> jobs of the scheduler: the shell, the
+// placeholders and the PTO_PAR_* environment a job sees.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include <pto/scheduler.hpp>
+
+#include "cmdfile/commands_file.hpp"
+
+namespace pto::cli {
+
+struct JobWorld {
+    std::string shell;                    // runs each line as SHELL -c LINE
+    std::vector<std::string> device_env;  // -e names
+};
+
+// `specs` must outlive the returned jobs' build functions.
+std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWorld& world);
+
+}  // namespace pto::cli

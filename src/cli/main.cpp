@@ -1,0 +1,208 @@
+// pto-par: the edge where values become messages and exit codes.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include <pto/devices.hpp>
+#include <pto/scheduler.hpp>
+
+#include "cli/job_builder.hpp"
+#include "cli/options.hpp"
+#include "cli/read_input.hpp"
+#include "cmdfile/commands_file.hpp"
+#include "devices/discovery.hpp"
+#include "report/fanout.hpp"
+#include "report/json_lines.hpp"
+#include "report/output_writer.hpp"
+#include "report/status_lines.hpp"
+#include "runner/unique_fd.hpp"
+
+namespace {
+
+using namespace pto;
+
+constexpr int exit_usage = 2;
+
+int usage_error(const std::string& message)
+{
+    std::cerr << "pto-par: error: " << message << "\nTry 'pto-par --help' for more information.\n";
+    return exit_usage;
+}
+
+int error(const std::string& message)
+{
+    std::cerr << "pto-par: error: " << message << "\n";
+    return exit_usage;
+}
+
+const char* getenv_wrapper(const char* name)
+{
+    return std::getenv(name);
+}
+
+struct Pool {
+    std::vector<int> ids;
+    std::string source;
+    bool discovered = false;
+};
+
+Expected<Pool> choose_pool(const std::string& spec)
+{
+    if (spec == "none")
+        return Pool{{}, "-d none", false};
+    if (spec == "auto") {
+        auto found = discover_devices(getenv_wrapper);
+        if (!found)
+            return tl::unexpected(found.error());
+        return Pool{std::move(found->ids), std::move(found->source), true};
+    }
+    auto ids = parse_device_range(spec);
+    if (!ids)
+        return fail("--devices: " + ids.error().message);
+    return Pool{std::move(*ids), "-d " + spec, false};
+}
+
+// -j auto: on hardware a job per device (the host mostly waits on the
+// devices); on a simulator also at most one per CPU, since each simulated
+// job keeps CPUs busy; with no devices at all, one per CPU.
+std::size_t auto_parallel(const std::string& platform, std::size_t pool_size)
+{
+    const auto ncpu = std::max(1u, std::thread::hardware_concurrency());
+    if (pool_size == 0)
+        return ncpu;
+    const bool sim = platform.size() >= 3 && platform.compare(platform.size() - 3, 3, "sim") == 0;
+    return sim ? std::max<std::size_t>(1, std::min<std::size_t>(ncpu, pool_size)) : pool_size;
+}
+
+// Every job that can never fit, compiler-style; true if there was one.
+bool report_oversized(const std::string& file, const std::vector<cmdfile::JobSpec>& specs, const Pool& pool)
+{
+    bool any = false;
+    const std::string pool_text =
+        pool.ids.empty() ? "no devices" : std::to_string(pool.ids.size()) + " (" + format_device_range(pool.ids) + ")";
+    for (const auto& s : specs) {
+        if (static_cast<std::size_t>(s.devices) <= pool.ids.size())
+            continue;
+        any = true;
+        std::cerr << cmdfile::format_diagnostic(
+                         file, {s.line, 1,
+                                "job '" + s.label + "' needs " + std::to_string(s.devices) + " device" +
+                                    (s.devices == 1 ? "" : "s") + " but the pool has " + pool_text})
+                  << "\n";
+    }
+    if (any)
+        std::cerr << "pto-par: note: the pool came from " << pool.source
+                  << (pool.discovered ? "; pass the devices to use with -d, e.g. -d 0-3"
+                                      : "; widen -d or lower the job's @N")
+                  << "\n";
+    return any;
+}
+
+int run(int argc, char** argv)
+{
+    auto parsed = cli::parse_options(argc, argv);
+    if (!parsed)
+        return usage_error(parsed.error().message);
+    const cli::Options& opt = *parsed;
+    if (opt.help) {
+        std::cout << cli::help_text();
+        return 0;
+    }
+    if (opt.version) {
+        std::cout << "pto-par " PTO_PAR_VERSION "\n";
+        return 0;
+    }
+    for (const auto& [set, name] : {std::pair{opt.timeout_s.has_value(), "--timeout"},
+                                    {opt.job_timeout_s.has_value(), "--job-timeout"},
+                                    {!opt.junit_path.empty(), "--junit"},
+                                    {!opt.log_dir.empty(), "--log-dir"},
+                                    {opt.dry_run, "--dry-run"}})
+        if (set)
+            return usage_error(std::string(name) + " is not available in this version yet");
+
+    auto pool = choose_pool(opt.devices);
+    if (!pool)
+        return usage_error(pool.error().message);
+
+    auto text = cli::read_input(opt.file);
+    if (!text)
+        return error(text.error().message);
+    const std::string display_name = opt.file == "-" ? "<stdin>" : opt.file;
+    const auto parsed_file = cmdfile::parse_commands(*text);
+    if (!parsed_file.errors.empty()) {
+        for (const auto& d : parsed_file.errors)
+            std::cerr << cmdfile::format_diagnostic(display_name, d) << "\n";
+        return exit_usage;
+    }
+    const auto& specs = parsed_file.jobs;
+    if (report_oversized(display_name, specs, *pool))
+        return exit_usage;
+
+    runner::UniqueFd json_fd;
+    if (!opt.json_path.empty()) {
+        json_fd = runner::UniqueFd(open(opt.json_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+        if (!json_fd)
+            return error(sys_error("cannot open --json file '" + opt.json_path + "'", errno).message);
+    }
+
+    const cli::JobWorld world{opt.shell, opt.device_env};
+    RunOptions ro;
+    ro.pool = pool->ids;
+    ro.max_parallel = opt.jobs.value_or(auto_parallel(opt.platform, pool->ids.size()));
+    ro.fail_fast = opt.fail_fast;
+    ro.kill_grace_s = opt.kill_grace_s;
+
+    report::StatusLines status(STDERR_FILENO, opt.verbosity, specs);
+    report::OutputWriter output(STDOUT_FILENO, opt.output);
+    report::JsonLines json(json_fd.get(), specs);
+    report::Fanout fanout;
+    fanout.add(&status);
+    fanout.add(&output);
+    if (json_fd)
+        fanout.add(&json);
+    ro.observer = &fanout;
+
+    if (opt.verbosity > 0)
+        status.note("pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) +
+                    " from " + pool->source + ", platform " + opt.platform + ", -j " +
+                    std::to_string(ro.max_parallel) + ", " + std::to_string(specs.size()) + " jobs");
+
+    const auto t0 = std::chrono::steady_clock::now();
+    auto summary = run_jobs(cli::build_jobs(specs, world), ro);
+    if (!summary)
+        return error(summary.error().message);
+    status.summary(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                   summary->stopped_by_signal);
+    if (output.reader_gone())
+        status.note("standard output was closed; the jobs' output after that was not shown");
+    if (json_fd && !json.ok())
+        status.note("writing --json file '" + opt.json_path + "' failed; it is incomplete");
+
+    if (summary->stopped_by_signal != 0)
+        return 128 + summary->stopped_by_signal;
+    for (const auto& r : summary->results)
+        if (r.status != JobStatus::passed)
+            return 1;
+    return json_fd && !json.ok() ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    // A closed standard output must come back as EPIPE, not kill the run
+    // and orphan its report; the jobs get SIGPIPE's default back.
+    std::signal(SIGPIPE, SIG_IGN);
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::cerr << "pto-par: internal error: " << e.what() << "\n";
+        return 70;
+    }
+}

@@ -1,0 +1,250 @@
+#include "cli/options.hpp"
+
+#include <getopt.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace pto::cli {
+namespace {
+
+enum LongOnly {
+    opt_kill_grace = 256,
+    opt_timeout,
+    opt_job_timeout,
+    opt_dump_grace,
+    opt_output,
+    opt_json,
+    opt_junit,
+    opt_log_dir,
+    opt_shell,
+};
+
+const option long_options[] = {
+    {"devices", required_argument, nullptr, 'd'},
+    {"device", required_argument, nullptr, 'd'},
+    {"jobs", required_argument, nullptr, 'j'},
+    {"platform", required_argument, nullptr, 'p'},
+    {"fail-fast", no_argument, nullptr, 'x'},
+    {"kill-grace", required_argument, nullptr, opt_kill_grace},
+    {"timeout", required_argument, nullptr, opt_timeout},
+    {"job-timeout", required_argument, nullptr, opt_job_timeout},
+    {"dump-grace", required_argument, nullptr, opt_dump_grace},
+    {"device-env", required_argument, nullptr, 'e'},
+    {"output", required_argument, nullptr, opt_output},
+    {"json", required_argument, nullptr, opt_json},
+    {"junit", required_argument, nullptr, opt_junit},
+    {"log-dir", required_argument, nullptr, opt_log_dir},
+    {"dry-run", no_argument, nullptr, 'n'},
+    {"quiet", no_argument, nullptr, 'q'},
+    {"verbose", no_argument, nullptr, 'v'},
+    {"shell", required_argument, nullptr, opt_shell},
+    {"help", no_argument, nullptr, 'h'},
+    {"version", no_argument, nullptr, 'V'},
+    {nullptr, 0, nullptr, 0},
+};
+
+// Seconds as a finite decimal number; `allow_zero` for graces.
+Expected<double> parse_seconds(const char* opt, const char* text, bool allow_zero)
+{
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(text, &end);
+    const bool ok = *text != '\0' && end != nullptr && *end == '\0' && errno == 0 && std::isfinite(v) &&
+                    (allow_zero ? v >= 0 : v > 0);
+    if (!ok)
+        return fail(std::string("invalid value '") + text + "' for " + opt + ": expected " +
+                    (allow_zero ? "a number of seconds >= 0" : "a number of seconds > 0"));
+    return v;
+}
+
+Expected<std::size_t> parse_jobs(const char* text)
+{
+    if (std::strcmp(text, "auto") == 0)
+        return 0;
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || errno != 0 || v < 1 || v > 100000)
+        return fail(std::string("invalid value '") + text + "' for --jobs: expected a whole number >= 1 or 'auto'");
+    return static_cast<std::size_t>(v);
+}
+
+bool is_env_name(const char* s)
+{
+    if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
+        return false;
+    for (++s; *s != '\0'; ++s)
+        if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')))
+            return false;
+    return true;
+}
+
+Expected<OutputMode> parse_output(const char* text)
+{
+    const std::string_view t = text;
+    if (t == "group")
+        return OutputMode::group;
+    if (t == "stream")
+        return OutputMode::stream;
+    if (t == "failed")
+        return OutputMode::failed;
+    if (t == "none")
+        return OutputMode::none;
+    return fail("invalid value '" + std::string(t) + "' for --output: expected group, stream, failed or none");
+}
+
+}  // namespace
+
+Expected<Options> parse_options(int argc, char** argv)
+{
+    Options o;
+    if (const char* p = std::getenv("PTO_PLATFORM"); p != nullptr && *p != '\0')
+        o.platform = p;
+    else
+        o.platform = "hw";
+
+    optind = 0;  // a full re-scan: parse_options may run more than once (tests)
+    opterr = 0;  // our own messages, not getopt's
+    for (;;) {
+        const int prev = optind;
+        const int c = getopt_long(argc, argv, "+:d:j:p:xe:nqvhV", long_options, nullptr);
+        if (c == -1)
+            break;
+        const char* arg = optarg;
+        const char* name = argv[prev < argc ? prev : argc - 1];
+        switch (c) {
+        case 'd': o.devices = arg; break;
+        case 'j': {
+            auto j = parse_jobs(arg);
+            if (!j)
+                return tl::unexpected(j.error());
+            o.jobs = *j == 0 ? std::nullopt : std::optional<std::size_t>(*j);
+            break;
+        }
+        case 'p':
+            if (*arg == '\0')
+                return fail("--platform needs a non-empty name");
+            o.platform = arg;
+            break;
+        case 'x': o.fail_fast = true; break;
+        case 'e':
+            if (!is_env_name(arg))
+                return fail(std::string("invalid value '") + arg +
+                            "' for --device-env: expected a variable name like CUDA_VISIBLE_DEVICES");
+            if (std::find(o.device_env.begin(), o.device_env.end(), arg) == o.device_env.end())
+                o.device_env.emplace_back(arg);
+            break;
+        case 'n': o.dry_run = true; break;
+        case 'q': o.verbosity = -1; break;
+        case 'v': o.verbosity = 1; break;
+        case 'h': o.help = true; break;
+        case 'V': o.version = true; break;
+        case opt_kill_grace:
+        case opt_timeout:
+        case opt_job_timeout:
+        case opt_dump_grace: {
+            const bool grace = c == opt_kill_grace || c == opt_dump_grace;
+            const char* opt_name = c == opt_kill_grace  ? "--kill-grace"
+                                   : c == opt_timeout   ? "--timeout"
+                                   : c == opt_job_timeout ? "--job-timeout"
+                                                          : "--dump-grace";
+            auto v = parse_seconds(opt_name, arg, grace);
+            if (!v)
+                return tl::unexpected(v.error());
+            if (c == opt_kill_grace)
+                o.kill_grace_s = *v;
+            else if (c == opt_timeout)
+                o.timeout_s = *v;
+            else if (c == opt_job_timeout)
+                o.job_timeout_s = *v;
+            else
+                o.dump_grace_s = *v;
+            break;
+        }
+        case opt_output: {
+            auto m = parse_output(arg);
+            if (!m)
+                return tl::unexpected(m.error());
+            o.output = *m;
+            break;
+        }
+        case opt_json: o.json_path = arg; break;
+        case opt_junit: o.junit_path = arg; break;
+        case opt_log_dir: o.log_dir = arg; break;
+        case opt_shell:
+            if (*arg == '\0')
+                return fail("--shell needs a path");
+            o.shell = arg;
+            break;
+        case ':':
+            return fail(std::string("option '") + name + "' needs a value");
+        default:
+            if (optopt != 0)
+                return fail(std::string("unknown option '-") + static_cast<char>(optopt) + "'");
+            return fail(std::string("unknown option '") + name + "'");
+        }
+    }
+    if (argc - optind > 1)
+        return fail(std::string("more than one FILE given ('") + argv[optind] + "', '" + argv[optind + 1] +
+                    "'); commands come from one file or standard input");
+    if (optind < argc)
+        o.file = argv[optind];
+    return o;
+}
+
+std::string help_text()
+{
+    return R"(Usage: pto-par [OPTION]... [FILE]
+Run the commands of FILE (or standard input) in parallel, each job holding its
+own devices from a pool, so that no two running jobs ever share a device.
+
+Devices and parallelism:
+  -d, --devices SPEC     device pool: 0-3, 0,2-4,7, none, or auto (default auto:
+                         $PTO_PAR_DEVICES, else no devices)
+      --device SPEC      same as --devices
+  -j, --jobs N|auto      most jobs at once (default auto: the pool size on
+                         hardware, min(nproc, pool) on a *sim platform, nproc
+                         with no devices)
+  -p, --platform NAME    platform; a name ending in 'sim' is a simulator
+                         (default $PTO_PLATFORM, else hw)
+  -e, --device-env NAME  also give each job its device ids in variable NAME,
+                         e.g. CUDA_VISIBLE_DEVICES (repeatable)
+      --shell PATH       run each line as PATH -c LINE (default /bin/sh)
+
+Failures and limits:
+  -x, --fail-fast        after the first failure start nothing more and stop
+                         the running jobs
+      --kill-grace SECS  SIGTERM to SIGKILL grace when stopping jobs (default 5)
+      --timeout SECS     time limit for the whole run
+      --job-timeout SECS time limit for each job (a line's timeout= wins)
+      --dump-grace SECS  time a timed-out job gets to print its stacks (default 2)
+
+Output and reports:
+      --output MODE      group (default: each job's output whole when it
+                         ends), stream (lines as they come, prefixed
+                         [label]), failed (group, only jobs that did not
+                         pass), none
+      --json FILE        one JSON object per job (JSON Lines)
+      --junit FILE       JUnit XML report
+      --log-dir DIR      each job's output in its own file
+  -n, --dry-run          check FILE and print the plan; run nothing
+  -q, --quiet            status lines only for jobs that did not pass
+  -v, --verbose          more status lines
+  -h, --help             this help
+  -V, --version          the version
+
+Each line of FILE is one job, run by the shell; '@2 CMD' needs two devices,
+'@0 CMD' none, '@label=NAME,timeout=SECS' sets more (see pto-par.cmds(5)).
+{devices}, {device_list}, {ndevices}, {label} and {seq} are replaced in CMD.
+
+Exit status: 0 all passed, 1 some job failed, timed out or was killed,
+2 usage or file error (nothing ran), 124 --timeout expired, 128+N stopped
+by signal N.
+)";
+}
+
+}  // namespace pto::cli

@@ -1,0 +1,43 @@
+// The command line, parsed with getopt_long into plain values.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pto/error.hpp>
+
+#include "report/output_writer.hpp"
+
+namespace pto::cli {
+
+using report::OutputMode;
+
+struct Options {
+    std::string devices = "auto";        // -d: a range, "none" or "auto"
+    std::optional<std::size_t> jobs;     // -j N; nothing for auto
+    std::string platform;                // -p, else $PTO_PLATFORM, else "hw"
+    bool fail_fast = false;
+    double kill_grace_s = 5;
+    std::optional<double> timeout_s;
+    std::optional<double> job_timeout_s;
+    double dump_grace_s = 2;
+    std::vector<std::string> device_env;  // -e NAME, in order, no duplicates
+    OutputMode output = OutputMode::group;
+    std::string json_path;
+    std::string junit_path;
+    std::string log_dir;
+    bool dry_run = false;
+    int verbosity = 0;                    // -1 quiet, 0 normal, 1 verbose
+    std::string shell = "/bin/sh";
+    std::string file = "-";               // "-" is standard input
+    bool help = false;
+    bool version = false;
+};
+
+// argv as main() received it. The error says which option and why.
+Expected<Options> parse_options(int argc, char** argv);
+
+std::string help_text();
+
+}  // namespace pto::cli

@@ -1,0 +1,55 @@
+// The commands file (pto-par.cmds(5)): text in, one JobSpec per job out.
+// Pure: no processes, no I/O beyond what the caller hands in.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pto::cmdfile {
+
+struct JobSpec {
+    std::size_t seq = 0;        // 1-based position among the jobs of the file
+    std::size_t line = 0;       // 1-based line where the job starts
+    std::string label;          // explicit, or a readable default unique in the file
+    bool label_given = false;   // true when the file said label=...
+    int devices = 1;            // devices the job needs
+    std::optional<double> timeout_s;  // timeout=..., seconds
+    std::string command;        // what follows the directive, placeholders unexpanded
+};
+
+struct Diagnostic {
+    std::size_t line = 0;  // 1-based
+    std::size_t col = 0;   // 1-based, in bytes
+    std::string message;
+};
+
+// Parses the whole text; `name` is only used in diagnostics. Either every job
+// or every error (in file order), never both.
+struct ParseResult {
+    std::vector<JobSpec> jobs;
+    std::vector<Diagnostic> errors;
+};
+ParseResult parse_commands(std::string_view text);
+
+// "FILE:LINE:COL: error: message"
+std::string format_diagnostic(std::string_view file_name, const Diagnostic& d);
+
+// The kernel's limit for one argument string (MAX_ARG_STRLEN), NUL included.
+inline constexpr std::size_t max_command_bytes = 128 * 1024;
+
+// Placeholder values for one launch of one job.
+struct Placeholders {
+    std::string devices;      // {devices}: "0-3" or "0,2,5"
+    std::string device_list;  // {device_list}: "0,1,2,3"
+    std::string ndevices;     // {ndevices}
+    std::string label;        // {label}
+    std::string seq;          // {seq}
+};
+
+// Replaces the five placeholders; any other brace text is left alone.
+std::string expand_placeholders(std::string_view command, const Placeholders& values);
+
+}  // namespace pto::cmdfile

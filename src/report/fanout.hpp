@@ -1,0 +1,44 @@
+#pragma once
+
+#include <vector>
+
+#include <pto/scheduler.hpp>
+
+namespace pto::report {
+
+// Hands every event to each observer in turn, in the order added.
+class Fanout final : public RunObserver {
+public:
+    void add(RunObserver* o) { observers_.push_back(o); }
+
+    void on_start(const Job& j, const JobResult& r) override
+    {
+        for (auto* o : observers_)
+            o->on_start(j, r);
+    }
+    void on_output(const Job& j, const JobResult& r, std::string_view bytes) override
+    {
+        for (auto* o : observers_)
+            o->on_output(j, r, bytes);
+    }
+    void on_finish(const Job& j, const JobResult& r, const JobOutput& out) override
+    {
+        for (auto* o : observers_)
+            o->on_finish(j, r, out);
+    }
+    void on_cancel(const Job& j, const JobResult& r) override
+    {
+        for (auto* o : observers_)
+            o->on_cancel(j, r);
+    }
+    void on_stopping(const char* reason) override
+    {
+        for (auto* o : observers_)
+            o->on_stopping(reason);
+    }
+
+private:
+    std::vector<RunObserver*> observers_;
+};
+
+}  // namespace pto::report

@@ -1,0 +1,137 @@
+#include "report/status_lines.hpp"
+
+#include <cstdio>
+
+#include <pto/devices.hpp>
+
+#include "report/fd_writer.hpp"
+#include "runner/signal_names.hpp"
+
+namespace pto::report {
+namespace {
+
+std::string devices_text(const std::vector<int>& ids)
+{
+    return ids.empty() ? std::string("none") : format_device_range(ids);
+}
+
+std::string fixed(double v, int digits)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+const char* word_for(JobStatus s)
+{
+    switch (s) {
+    case JobStatus::passed: return "PASS";
+    case JobStatus::failed: return "FAIL";
+    case JobStatus::timeout: return "TIMEOUT";
+    case JobStatus::killed: return "KILLED";
+    case JobStatus::cancelled: return "CANCEL";
+    }
+    return "?";
+}
+
+}  // namespace
+
+std::string escape_for_terminal(std::string_view text)
+{
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(text.size());
+    for (unsigned char c : text) {
+        if (c < 0x20 || c >= 0x7f) {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
+std::string format_finish_line(const JobResult& r)
+{
+    std::string line = "[pto-par] ";
+    line += word_for(r.status);
+    line += ' ';
+    line += escape_for_terminal(r.label);
+    if (r.status == JobStatus::cancelled)
+        return line + "\n";
+    if (r.signal != 0)
+        line += " signal=" + runner::signal_name(r.signal);
+    else if (r.exit_code)
+        line += " exit=" + std::to_string(*r.exit_code);
+    line += " " + fixed(r.duration_s, 2) + "s devices=" + devices_text(r.devices);
+    if (r.stragglers > 0)
+        line += " (stopped " + std::to_string(r.stragglers) + " leftover process" +
+                (r.stragglers == 1 ? "" : "es") + ")";
+    else if (r.stragglers < 0)
+        line += " (stopped leftover processes)";
+    if (!r.error.empty())
+        line += ": " + escape_for_terminal(r.error);
+    return line + "\n";
+}
+
+std::string format_summary_line(const Counts& c, double wall_s, int stopped_by_signal)
+{
+    std::string line = "[pto-par] " + std::to_string(c.passed) + " passed, " + std::to_string(c.failed) +
+                       " failed, " + std::to_string(c.timeout) + " timed out, " + std::to_string(c.killed) +
+                       " killed, " + std::to_string(c.cancelled) + " cancelled in " + fixed(wall_s, 2) + "s";
+    if (stopped_by_signal != 0)
+        line += " (stopped by " + runner::signal_name(stopped_by_signal) + ")";
+    return line + "\n";
+}
+
+void StatusLines::on_start(const Job&, const JobResult& r)
+{
+    if (verbosity_ < 0)
+        return;
+    std::string line = "[pto-par] START " + escape_for_terminal(r.label) + " pid=" + std::to_string(r.pid) +
+                       " devices=" + devices_text(r.devices);
+    if (verbosity_ > 0 && r.index < specs_.size())
+        line += " line=" + std::to_string(specs_[r.index].line) + ": " + escape_for_terminal(specs_[r.index].command);
+    line += '\n';
+    // Standard error going away must not stop the run; nothing to do about it.
+    (void)write_all(fd_, line);
+}
+
+void StatusLines::on_finish(const Job&, const JobResult& r, const JobOutput&)
+{
+    switch (r.status) {
+    case JobStatus::passed: ++counts_.passed; break;
+    case JobStatus::failed: ++counts_.failed; break;
+    case JobStatus::timeout: ++counts_.timeout; break;
+    case JobStatus::killed: ++counts_.killed; break;
+    case JobStatus::cancelled: ++counts_.cancelled; break;
+    }
+    if (verbosity_ < 0 && r.status == JobStatus::passed)
+        return;
+    (void)write_all(fd_, format_finish_line(r));  // see on_start
+}
+
+void StatusLines::on_cancel(const Job&, const JobResult& r)
+{
+    ++counts_.cancelled;
+    (void)write_all(fd_, format_finish_line(r));  // see on_start
+}
+
+void StatusLines::on_stopping(const char* reason)
+{
+    note(std::string("stopping (") + reason + "): starting nothing more, stopping running jobs");
+}
+
+void StatusLines::note(const std::string& text) const
+{
+    (void)write_all(fd_, "[pto-par] " + text + "\n");  // see on_start
+}
+
+void StatusLines::summary(double wall_s, int stopped_by_signal) const
+{
+    (void)write_all(fd_, format_summary_line(counts_, wall_s, stopped_by_signal));  // see on_start
+}
+
+}  // namespace pto::report

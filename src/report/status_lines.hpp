@@ -1,0 +1,52 @@
+// The "[pto-par] ..." lines on standard error: one per event, so that a hung
+// job is the START line without an end, and a summary at the end.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include <pto/scheduler.hpp>
+
+#include "cmdfile/commands_file.hpp"
+
+namespace pto::report {
+
+struct Counts {
+    int passed = 0, failed = 0, timeout = 0, killed = 0, cancelled = 0;
+};
+
+class StatusLines final : public RunObserver {
+public:
+    // verbosity: -1 only jobs that did not pass, 0 normal, 1 with commands.
+    StatusLines(int fd, int verbosity, std::span<const cmdfile::JobSpec> specs)
+        : fd_(fd), verbosity_(verbosity), specs_(specs)
+    {
+    }
+
+    void on_start(const Job&, const JobResult&) override;
+    void on_finish(const Job&, const JobResult&, const JobOutput&) override;
+    void on_cancel(const Job&, const JobResult&) override;
+    void on_stopping(const char* reason) override;
+
+    // Any line of ours, e.g. where the pool came from.
+    void note(const std::string& text) const;
+    void summary(double wall_s, int stopped_by_signal) const;
+
+    const Counts& counts() const { return counts_; }
+
+private:
+    int fd_;
+    int verbosity_;
+    std::span<const cmdfile::JobSpec> specs_;
+    Counts counts_;
+};
+
+// Pure formatting, for the observer above and its tests.
+std::string format_finish_line(const JobResult& r);
+std::string format_summary_line(const Counts& c, double wall_s, int stopped_by_signal);
+
+// Control characters and bytes >= 0x7f in `text` as \xNN, so a status line
+// can never carry terminal escape sequences.
+std::string escape_for_terminal(std::string_view text);
+
+}  // namespace pto::report

@@ -1,0 +1,449 @@
+// The policy: FIFO with head-of-line blocking, -j, fail-fast, stopping on
+// signals, and the rule that a job's devices return to the pool only once
+// nothing of its process group is left. The only place that blocks is the
+// poll() in Run::loop, whose timeout is the next deadline.
+#include <pto/scheduler.hpp>
+
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <fcntl.h>
+#include <memory>
+
+#include "devices/device_pool.hpp"
+#include "runner/launcher.hpp"
+#include "runner/process_group.hpp"
+#include "runner/signal_channel.hpp"
+
+namespace pto {
+
+const char* to_string(JobStatus s)
+{
+    switch (s) {
+    case JobStatus::passed: return "passed";
+    case JobStatus::failed: return "failed";
+    case JobStatus::timeout: return "timeout";
+    case JobStatus::killed: return "killed";
+    case JobStatus::cancelled: return "cancelled";
+    }
+    return "?";
+}
+
+namespace {
+
+using runner::UniqueFd;
+using Clock = std::chrono::steady_clock;
+
+// After SIGKILL a group can still look alive: a zombie member whose parent
+// left the group, or a process stuck in the kernel. Past this we hand the
+// devices on with a warning rather than wait forever.
+constexpr auto give_up_after_kill = std::chrono::seconds(2);
+
+// Bytes read from one pipe per wake-up before looking at the others again.
+constexpr std::size_t read_chunk = 64 * 1024;
+constexpr int reads_per_wake = 16;
+
+double unix_now()
+{
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double seconds(Clock::duration d)
+{
+    return std::chrono::duration<double>(d).count();
+}
+
+struct Running {
+    std::size_t index = 0;
+    pid_t pid = -1;
+    UniqueFd out;
+    std::vector<int> devices;
+    Clock::time_point started;
+    JobOutput output;
+    bool leader_alive = true;
+    bool stopped_by_us = false;
+    int kill_stage = 0;  // 0: none, 1: SIGTERM sent, 2: SIGKILL sent
+    Clock::time_point deadline;
+};
+
+class Run {
+public:
+    Run(std::vector<Job>& jobs, const RunOptions& opt, runner::SignalChannel& signals,
+        const runner::LaunchContext& ctx)
+        : jobs_(jobs), opt_(opt), signals_(signals), ctx_(ctx), pool_(opt.pool)
+    {
+        results_.resize(jobs.size());
+        for (std::size_t i = 0; i < jobs.size(); ++i) {
+            results_[i].index = i;
+            results_[i].label = jobs[i].label;
+        }
+        scratch_.resize(read_chunk);
+    }
+
+    Expected<void> loop();
+
+    RunSummary take() { return RunSummary{std::move(results_), stopped_by_signal_}; }
+
+    // The loop itself failed: leave nothing running behind us.
+    void abandon()
+    {
+        for (auto& r : running_)
+            runner::signal_group(r->pid, SIGKILL);
+    }
+
+private:
+    void start_ready();
+    void start(std::size_t index, std::vector<int> devices);
+    Expected<void> handle_signals();
+    void reap();
+    void leader_exited(Running& r, int status);
+    void read_output(Running& r, bool until_empty);
+    void stop_all(const char* reason);
+    void begin_kill(Running& r);
+    void check_deadlines(Clock::time_point now);
+    void finish_ended();
+    void finish(Running& r);
+    void cancel_rest();
+    int poll_timeout_ms(Clock::time_point now) const;
+
+    std::vector<Job>& jobs_;
+    const RunOptions& opt_;
+    runner::SignalChannel& signals_;
+    const runner::LaunchContext& ctx_;
+    DevicePool pool_;
+    std::vector<JobResult> results_;
+    std::vector<std::unique_ptr<Running>> running_;
+    std::size_t next_ = 0;  // head of the FIFO queue
+    bool stopping_ = false;
+    bool force_kill_ = false;
+    int stopped_by_signal_ = 0;
+    std::vector<char> scratch_;
+    std::vector<pollfd> pollfds_;
+    std::vector<Running*> polled_;
+};
+
+void Run::start_ready()
+{
+    while (!stopping_ && next_ < jobs_.size()) {
+        if (opt_.max_parallel != 0 && running_.size() >= opt_.max_parallel)
+            return;
+        auto devices = pool_.acquire(jobs_[next_].device_count);
+        if (!devices)
+            return;  // head-of-line: nothing behind it may pass
+        start(next_++, std::move(*devices));
+    }
+}
+
+void Run::start(std::size_t index, std::vector<int> devices)
+{
+    const Job& job = jobs_[index];
+    JobResult& res = results_[index];
+    res.devices = devices;
+    res.start = unix_now();
+    const auto started = Clock::now();
+
+    auto spec = job.build ? job.build(devices) : fail("job has no build function");
+    auto child = spec ? runner::launch(*spec, ctx_) : Expected<runner::Child>(tl::unexpected(spec.error()));
+    if (!child) {
+        res.status = JobStatus::failed;
+        res.error = child.error().message;
+        res.end = unix_now();
+        res.duration_s = seconds(Clock::now() - started);
+        pool_.release(devices);
+        if (opt_.observer != nullptr)
+            opt_.observer->on_finish(job, res, JobOutput{});
+        if (opt_.fail_fast)
+            stop_all("fail-fast");
+        return;
+    }
+    auto r = std::make_unique<Running>();
+    r->index = index;
+    r->pid = child->pid;
+    r->out = std::move(child->output);
+    r->devices = std::move(devices);
+    r->started = started;
+    res.pid = r->pid;
+    running_.push_back(std::move(r));
+    if (opt_.observer != nullptr)
+        opt_.observer->on_start(job, res);
+}
+
+void Run::stop_all(const char* reason)
+{
+    if (!stopping_) {
+        stopping_ = true;
+        if (opt_.observer != nullptr)
+            opt_.observer->on_stopping(reason);
+    }
+    for (auto& r : running_) {
+        if (r->leader_alive)
+            r->stopped_by_us = true;
+        begin_kill(*r);
+    }
+}
+
+void Run::begin_kill(Running& r)
+{
+    if (force_kill_) {
+        if (r.kill_stage < 2) {
+            runner::signal_group(r.pid, SIGKILL);
+            r.kill_stage = 2;
+            r.deadline = Clock::now() + give_up_after_kill;
+        }
+        return;
+    }
+    if (r.kill_stage == 0) {
+        runner::signal_group(r.pid, SIGTERM);
+        r.kill_stage = 1;
+        r.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(opt_.kill_grace_s));
+    }
+}
+
+void Run::check_deadlines(Clock::time_point now)
+{
+    for (auto& r : running_) {
+        if (r->kill_stage == 0 || now < r->deadline)
+            continue;
+        if (r->kill_stage == 1) {
+            runner::signal_group(r->pid, SIGKILL);
+            r->kill_stage = 2;
+            r->deadline = now + give_up_after_kill;
+        } else if (r->kill_stage == 2) {
+            // Give up on the group (see give_up_after_kill): once the leader
+            // is reaped, finish_ended treats kill_stage 3 as gone.
+            r->kill_stage = 3;
+        }
+    }
+}
+
+int Run::poll_timeout_ms(Clock::time_point now) const
+{
+    bool any = false;
+    Clock::time_point first{};
+    for (const auto& r : running_)
+        if (r->kill_stage == 1 || r->kill_stage == 2)
+            if (!any || r->deadline < first)
+                first = r->deadline, any = true;
+    if (!any)
+        return -1;
+    if (first <= now)
+        return 0;
+    // Round up so we never wake before the deadline and spin.
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(first - now).count();
+    return static_cast<int>(std::min<long long>(ms, 24LL * 3600 * 1000));
+}
+
+Expected<void> Run::handle_signals()
+{
+    auto sigs = signals_.drain();
+    if (!sigs)
+        return tl::unexpected(sigs.error());
+    bool child = false;
+    for (int sig : *sigs) {
+        if (sig == SIGCHLD) {
+            child = true;
+        } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+            if (stopped_by_signal_ != 0) {
+                // A second stop signal: no more grace.
+                force_kill_ = true;
+            } else {
+                stopped_by_signal_ = sig;
+            }
+            stop_all("interrupted");
+        }
+        // SIGUSR1 (status report) is handled by the time-limits work.
+    }
+    if (child)
+        reap();
+    return {};
+}
+
+void Run::reap()
+{
+    for (;;) {
+        int status = 0;
+        const pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0)
+            return;  // 0: none left exited; ECHILD: no children at all
+        for (auto& r : running_)
+            if (r->pid == pid && r->leader_alive) {
+                leader_exited(*r, status);
+                break;
+            }
+        // Any other pid is a job's orphan handed to us as subreaper: reaping
+        // it is all we owe it.
+    }
+}
+
+void Run::leader_exited(Running& r, int status)
+{
+    r.leader_alive = false;
+    JobResult& res = results_[r.index];
+    if (WIFEXITED(status)) {
+        res.exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+        res.signal = WTERMSIG(status);
+    }
+    if (r.stopped_by_us)
+        res.status = JobStatus::killed;
+    else if (res.exit_code == 0)
+        res.status = JobStatus::passed;
+    else
+        res.status = JobStatus::failed;
+
+    if (r.kill_stage == 0 && runner::group_exists(r.pid)) {
+        res.stragglers = runner::count_group_members(r.pid);
+        begin_kill(r);
+    }
+    if (res.status == JobStatus::failed && opt_.fail_fast)
+        stop_all("fail-fast");
+}
+
+void Run::read_output(Running& r, bool until_empty)
+{
+    for (int i = 0; r.out && (until_empty || i < reads_per_wake); ++i) {
+        const ssize_t n = read(r.out.get(), scratch_.data(), scratch_.size());
+        if (n > 0) {
+            const std::string_view bytes(scratch_.data(), static_cast<std::size_t>(n));
+            r.output.append(bytes);
+            if (opt_.observer != nullptr)
+                opt_.observer->on_output(jobs_[r.index], results_[r.index], bytes);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        // EOF, or an error that makes the pipe unreadable: either way it is done.
+        r.out.reset();
+    }
+}
+
+void Run::finish_ended()
+{
+    for (std::size_t i = 0; i < running_.size();) {
+        Running& r = *running_[i];
+        const bool gone = !r.leader_alive && (r.kill_stage == 3 || !runner::group_exists(r.pid));
+        if (!gone) {
+            ++i;
+            continue;
+        }
+        // Whatever the group wrote before it ended is in the pipe; a process
+        // that left the group may hold the pipe open, so stop at "empty".
+        read_output(r, true);
+        finish(r);
+        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+}
+
+void Run::finish(Running& r)
+{
+    JobResult& res = results_[r.index];
+    pool_.release(r.devices);
+    res.end = unix_now();
+    res.duration_s = seconds(Clock::now() - r.started);
+    if (r.kill_stage == 3)
+        res.error = "some processes of its group could not be stopped";
+    if (opt_.keep_output)
+        res.output = r.output.str();
+    if (opt_.observer != nullptr)
+        opt_.observer->on_finish(jobs_[r.index], res, r.output);
+}
+
+void Run::cancel_rest()
+{
+    for (; next_ < jobs_.size(); ++next_)
+        if (opt_.observer != nullptr)
+            opt_.observer->on_cancel(jobs_[next_], results_[next_]);
+}
+
+Expected<void> Run::loop()
+{
+    for (;;) {
+        start_ready();
+        if (running_.empty() && (stopping_ || next_ >= jobs_.size()))
+            break;
+
+        pollfds_.clear();
+        polled_.clear();
+        pollfds_.push_back({signals_.fd(), POLLIN, 0});
+        for (auto& r : running_)
+            if (r->out) {
+                pollfds_.push_back({r->out.get(), POLLIN, 0});
+                polled_.push_back(r.get());
+            }
+        const int n = poll(pollfds_.data(), pollfds_.size(), poll_timeout_ms(Clock::now()));
+        if (n < 0 && errno != EINTR)
+            return tl::unexpected(sys_error("poll", errno));
+
+        // Signals first: output must never starve Ctrl-C or the reaping.
+        if (n > 0 && pollfds_[0].revents != 0)
+            if (auto ok = handle_signals(); !ok)
+                return ok;
+        for (std::size_t i = 1; n > 0 && i < pollfds_.size(); ++i)
+            if (pollfds_[i].revents != 0)
+                read_output(*polled_[i - 1], false);
+        check_deadlines(Clock::now());
+        finish_ended();
+    }
+    cancel_rest();
+    return {};
+}
+
+// While the run lasts, orphans of the jobs are re-parented to this process,
+// so their exits wake the loop and group_exists() settles without polling.
+class SubreaperScope {
+public:
+    SubreaperScope()
+    {
+        int was = 0;
+        if (prctl(PR_GET_CHILD_SUBREAPER, &was) == 0 && was == 0)
+            set_ = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+    }
+    ~SubreaperScope()
+    {
+        if (set_)
+            (void)prctl(PR_SET_CHILD_SUBREAPER, 0);  // cannot fail once set
+    }
+    SubreaperScope(const SubreaperScope&) = delete;
+    SubreaperScope& operator=(const SubreaperScope&) = delete;
+
+private:
+    bool set_ = false;
+};
+
+}  // namespace
+
+Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
+{
+    DevicePool pool(options.pool);
+    for (const Job& job : jobs)
+        if (job.device_count > pool.size())
+            return fail("job '" + job.label + "' needs " + std::to_string(job.device_count) +
+                        " devices but the pool has " + std::to_string(pool.size()));
+
+    auto signals = runner::SignalChannel::open(options.handle_signals);
+    if (!signals)
+        return tl::unexpected(signals.error());
+    UniqueFd dev_null(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!dev_null)
+        return tl::unexpected(sys_error("open /dev/null", errno));
+    SubreaperScope subreaper;
+    const runner::Environment env;
+    const runner::LaunchContext ctx{&env, dev_null.get(), &signals->caller_mask()};
+
+    Run run(jobs, options, *signals, ctx);
+    if (auto ok = run.loop(); !ok) {
+        run.abandon();
+        return tl::unexpected(ok.error());
+    }
+    return run.take();
+}
+
+}  // namespace pto

@@ -1,0 +1,10 @@
+#pragma once
+
+#include <string>
+
+namespace pto::runner {
+
+// "SIGSEGV", or "SIG34" for one without a name.
+std::string signal_name(int sig);
+
+}  // namespace pto::runner

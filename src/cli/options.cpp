@@ -110,12 +110,12 @@ Expected<Options> parse_options(int argc, char** argv)
     optind = 0;  // a full re-scan: parse_options may run more than once (tests)
     opterr = 0;  // our own messages, not getopt's
     for (;;) {
-        const int prev = optind;
         const int c = getopt_long(argc, argv, "+:d:j:p:xe:nqvhV", long_options, nullptr);
         if (c == -1)
             break;
         const char* arg = optarg;
-        const char* name = argv[prev < argc ? prev : argc - 1];
+        // The word getopt just consumed, for messages about it.
+        const char* name = argv[std::min(std::max(optind - 1, 1), argc - 1)];
         switch (c) {
         case 'd': o.devices = arg; break;
         case 'j': {

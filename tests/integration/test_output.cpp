@@ -1,0 +1,118 @@
+#include <doctest/doctest.h>
+
+#include "process.hpp"
+
+using namespace pto::test;
+
+TEST_SUITE("output") {
+
+TEST_CASE("output is byte-exact: NUL bytes, invalid UTF-8, no trailing newline")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "-d", "none", dir.write("b.cmds", "@0 printf 'a\\000b\\377\\r\\nend'\n")});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == std::string("a\0b\xff\r\nend", 9));
+}
+
+TEST_CASE("the output of two chatty jobs is never interleaved")
+{
+    TempDir dir;
+    // Both write far more than a pipe holds, in small writes, at the same time.
+    const auto file = dir.write("chat.cmds",
+                                "@0 i=0; while [ $i -lt 20000 ]; do echo \"A $i\"; i=$((i+1)); done\n"
+                                "@0 i=0; while [ $i -lt 20000 ]; do echo \"B $i\" >&2; i=$((i+1)); done\n");
+    const auto r = run({pto_par(), "-d", "none", "-j", "2", file});
+    CHECK(r.exit_code == 0);
+    std::string a, b;
+    for (int i = 0; i < 20000; ++i) {
+        a += "A " + std::to_string(i) + "\n";
+        b += "B " + std::to_string(i) + "\n";
+    }
+    CHECK((r.out == a + b || r.out == b + a));
+}
+
+TEST_CASE("standard output carries job bytes only; status lines go to standard error")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "-d", "none", dir.write("s.cmds", "@0,label=hi echo hello\n")});
+    CHECK(r.out == "hello\n");
+    CHECK(r.err.find("[pto-par] START hi pid=") != std::string::npos);
+    CHECK(r.err.find("[pto-par] PASS hi exit=0 ") != std::string::npos);
+    CHECK(r.err.find("[pto-par] 1 passed, 0 failed, 0 timed out, 0 killed, 0 cancelled in ") != std::string::npos);
+}
+
+TEST_CASE("-q keeps only the jobs that did not pass and the summary")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "-q", "-d", "none", dir.write("q.cmds", "@0,label=good true\n@0,label=bad false\n")});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("START") == std::string::npos);
+    CHECK(r.err.find("good") == std::string::npos);
+    CHECK(r.err.find("FAIL bad exit=1") != std::string::npos);
+    CHECK(r.err.find("1 passed, 1 failed") != std::string::npos);
+}
+
+TEST_CASE("-v says where the pool came from and shows each command")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "-v", dir.write("v.cmds", "@label=x echo {devices}\n")}, {}, {"PTO_PAR_DEVICES=3-4"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("pool 3-4 from $PTO_PAR_DEVICES") != std::string::npos);
+    CHECK(r.err.find("START x pid=") != std::string::npos);
+    CHECK(r.err.find("line=1: echo {devices}") != std::string::npos);
+    CHECK(r.out == "3\n");
+}
+
+TEST_CASE("--output stream prefixes complete lines and flushes a partial last line")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "--output", "stream", "-d", "none", dir.write("st.cmds", "@0,label=s printf 'one\\ntwo'\n")});
+    CHECK(r.out == "[s] one\n[s] two\n");
+}
+
+TEST_CASE("--output failed shows only jobs that did not pass; none shows nothing")
+{
+    TempDir dir;
+    const auto file = dir.write("f.cmds", "@0 echo good\n@0 echo bad; exit 1\n");
+    CHECK(run({pto_par(), "--output", "failed", "-d", "none", file}).out == "bad\n");
+    CHECK(run({pto_par(), "--output", "none", "-d", "none", file}).out.empty());
+}
+
+TEST_CASE("each job sees its devices, label and position in its environment")
+{
+    TempDir dir;
+    const auto file = dir.write("env.cmds",
+                                "@2,label=pair echo \"$PTO_PAR_DEVICES|$PTO_PAR_NUM_DEVICES|$PTO_PAR_LABEL|$PTO_PAR_SEQ|"
+                                "$CUDA_VISIBLE_DEVICES|$ASCEND_RT_VISIBLE_DEVICES\"\n");
+    const auto r = run({pto_par(), "-d", "4-7", "-e", "CUDA_VISIBLE_DEVICES", "-e", "ASCEND_RT_VISIBLE_DEVICES", file},
+                       {}, {"PTO_PAR_LABEL=stale", "CUDA_VISIBLE_DEVICES=9"});
+    CHECK(r.out == "4,5|2|pair|1|4,5|4,5\n");
+}
+
+TEST_CASE("a job that needs no device sees an empty device list")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "-d", "0", dir.write("z.cmds", "@0 echo \"[$PTO_PAR_DEVICES][{devices}][{ndevices}]\"\n")});
+    CHECK(r.out == "[][][0]\n");
+}
+
+TEST_CASE("--json accounts for every job with its fields")
+{
+    TempDir dir;
+    const auto json = dir.file("r.json");
+    const auto r = run({pto_par(), "-d", "0-1", "--json", json, dir.write("j.cmds", "@label=a true\n@2,label=b exit 4\n")});
+    CHECK(r.exit_code == 1);
+    const auto text = dir.read("r.json");
+    const auto a = lines_with(text, "\"label\":\"a\"");
+    const auto b = lines_with(text, "\"label\":\"b\"");
+    REQUIRE(a.size() == 1);
+    REQUIRE(b.size() == 1);
+    CHECK(a[0].find("\"seq\":1,\"line\":1,\"command\":\"true\",\"status\":\"passed\",\"exit_code\":0,\"signal\":null,"
+                    "\"devices\":[0],\"pid\":") != std::string::npos);
+    CHECK(b[0].find("\"status\":\"failed\",\"exit_code\":4,") != std::string::npos);
+    CHECK(b[0].find("\"devices\":[0,1]") != std::string::npos);
+    for (const char* key : {"\"start\":", "\"end\":", "\"duration_s\":"})
+        CHECK(a[0].find(key) != std::string::npos);
+}
+
+}

@@ -1,0 +1,214 @@
+#include "process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace pto::test {
+namespace {
+
+void must(bool ok, const char* what)
+{
+    if (!ok)
+        throw std::runtime_error(std::string(what) + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vector<std::string> env)
+{
+    int in[2], out[2], err[2];
+    must(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0, "pipe2");
+
+    std::vector<std::string> envs;
+    for (char** e = environ; *e != nullptr; ++e)
+        envs.emplace_back(*e);
+    for (auto& e : env)
+        envs.push_back(e);
+    std::vector<char*> envp, args;
+    for (auto& e : envs)
+        envp.push_back(e.data());
+    envp.push_back(nullptr);
+    for (auto& a : argv)
+        args.push_back(a.data());
+    args.push_back(nullptr);
+
+    started_ = std::chrono::steady_clock::now();
+    pid_ = fork();
+    must(pid_ >= 0, "fork");
+    if (pid_ == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        // Only 0, 1 and 2 go to the program, so fd-leak checks see its own.
+        closefrom(3);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
+        signal(SIGPIPE, SIG_DFL);
+        execve(args[0], args.data(), envp.data());
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    out_fd_ = out[0];
+    err_fd_ = err[0];
+    // Small inputs only; a larger one would need polling the write side.
+    if (!stdin_text.empty())
+        (void)!write(in[1], stdin_text.data(), stdin_text.size());
+    close(in[1]);
+}
+
+Process::~Process()
+{
+    if (!reaped_ && pid_ > 0) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+    }
+    if (out_fd_ >= 0)
+        close(out_fd_);
+    if (err_fd_ >= 0)
+        close(err_fd_);
+}
+
+void Process::send(int sig) const
+{
+    kill(pid_, sig);
+}
+
+void Process::pump(int timeout_ms)
+{
+    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    const int n = poll(fds, 2, timeout_ms);
+    if (n <= 0)
+        return;
+    char buf[65536];
+    for (int i = 0; i < 2; ++i) {
+        if (fds[i].revents == 0)
+            continue;
+        int& fd = i == 0 ? out_fd_ : err_fd_;
+        const ssize_t got = read(fd, buf, sizeof buf);
+        if (got > 0)
+            (i == 0 ? out_ : err_).append(buf, static_cast<std::size_t>(got));
+        else if (got == 0 || errno != EINTR) {
+            close(fd);
+            fd = -1;
+        }
+    }
+}
+
+bool Process::wait_for_stderr(const std::string& needle, std::chrono::milliseconds limit)
+{
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (err_.find(needle) == std::string::npos) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+        if (left.count() <= 0 || (out_fd_ < 0 && err_fd_ < 0))
+            return false;
+        pump(static_cast<int>(left.count()));
+    }
+    return true;
+}
+
+Finished Process::wait(std::chrono::milliseconds limit)
+{
+    Finished f;
+    const auto end = started_ + limit;
+    while (out_fd_ >= 0 || err_fd_ >= 0) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            f.timed_out = true;
+            kill(pid_, SIGKILL);
+            break;
+        }
+        pump(static_cast<int>(left.count()));
+    }
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    reaped_ = true;
+    f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    if (WIFEXITED(status))
+        f.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        f.signal = WTERMSIG(status);
+    f.out = std::move(out_);
+    f.err = std::move(err_);
+    return f;
+}
+
+Finished run(std::vector<std::string> argv, std::string stdin_text, std::vector<std::string> env,
+             std::chrono::milliseconds limit)
+{
+    Process p(std::move(argv), std::move(stdin_text), std::move(env));
+    return p.wait(limit);
+}
+
+std::string pto_par()
+{
+    const char* p = std::getenv("PTO_PAR");
+    if (p == nullptr)
+        throw std::runtime_error("PTO_PAR is not set: run the tests with meson test");
+    return p;
+}
+
+TempDir::TempDir()
+{
+    std::string tmpl = (std::filesystem::temp_directory_path() / "pto-par-test.XXXXXX").string();
+    must(mkdtemp(tmpl.data()) != nullptr, "mkdtemp");
+    path_ = tmpl;
+}
+
+TempDir::~TempDir()
+{
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::write(const std::string& name, const std::string& text) const
+{
+    std::ofstream(file(name), std::ios::binary) << text;
+    return file(name);
+}
+
+std::string TempDir::read(const std::string& name) const
+{
+    std::ifstream in(file(name), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+bool process_alive(pid_t pid)
+{
+    if (kill(pid, 0) != 0)
+        return false;
+    // A zombie is dead for our purposes; /proc tells the state.
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string all((std::istreambuf_iterator<char>(stat)), {});
+    const auto paren = all.rfind(')');
+    return paren == std::string::npos || paren + 2 >= all.size() || all[paren + 2] != 'Z';
+}
+
+std::vector<std::string> lines_with(const std::string& text, const std::string& needle)
+{
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (line.find(needle) != std::string::npos)
+            out.push_back(line);
+    return out;
+}
+
+}  // namespace pto::test

@@ -1,0 +1,82 @@
+// Runs a real program for the integration tests: pipes for its stdin,
+// stdout and stderr, signals on demand, and a hard time limit so that a
+// broken pto-par fails a test instead of hanging the suite.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace pto::test {
+
+struct Finished {
+    int exit_code = -1;   // -1 when killed by a signal
+    int signal = 0;
+    std::string out;
+    std::string err;
+    double seconds = 0;
+    bool timed_out = false;  // the harness had to kill it
+};
+
+class Process {
+public:
+    // argv[0] is a path. `env` entries NAME=VALUE are added to ours.
+    Process(std::vector<std::string> argv, std::string stdin_text = {}, std::vector<std::string> env = {});
+    ~Process();
+    Process(const Process&) = delete;
+    Process& operator=(const Process&) = delete;
+
+    pid_t pid() const { return pid_; }
+    void send(int sig) const;
+
+    // Reads until `needle` has appeared on stderr (true) or the time is up.
+    bool wait_for_stderr(const std::string& needle, std::chrono::milliseconds limit);
+
+    // Reads everything until exit; kills it after `limit`.
+    Finished wait(std::chrono::milliseconds limit = std::chrono::seconds(60));
+
+private:
+    void pump(int timeout_ms);
+
+    pid_t pid_ = -1;
+    int out_fd_ = -1;
+    int err_fd_ = -1;
+    std::string out_;
+    std::string err_;
+    std::chrono::steady_clock::time_point started_;
+    bool reaped_ = false;
+};
+
+// Runs to completion.
+Finished run(std::vector<std::string> argv, std::string stdin_text = {}, std::vector<std::string> env = {},
+             std::chrono::milliseconds limit = std::chrono::seconds(60));
+
+// The pto-par binary under test (from the PTO_PAR environment variable that
+// meson sets for the test).
+std::string pto_par();
+
+// A fresh directory for one test, removed with everything in it at scope end.
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::string& path() const { return path_; }
+    std::string file(const std::string& name) const { return path_ + "/" + name; }
+    // Writes `text` to file(name) and returns its path.
+    std::string write(const std::string& name, const std::string& text) const;
+    std::string read(const std::string& name) const;
+
+private:
+    std::string path_;
+};
+
+bool process_alive(pid_t pid);
+
+// Lines of `text` that contain `needle`.
+std::vector<std::string> lines_with(const std::string& text, const std::string& needle);
+
+}  // namespace pto::test

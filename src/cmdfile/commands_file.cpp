@@ -1,0 +1,561 @@
+// The commands file parser. One pass over the text builds logical lines
+// (continuations joined, comments and blanks dropped), each logical line
+// becomes a job or a set of diagnostics, and default labels are chosen at the
+// end, when every explicit label of the file is known.
+#include "cmdfile/commands_file.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdio>
+#include <limits>
+#include <system_error>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+namespace pto::cmdfile {
+namespace {
+
+// A compiler that prints hundreds of errors for one bad file helps nobody.
+constexpr std::size_t max_errors = 20;
+// Device ids go up to 65535 (SPEC 2), so no pool can hold more than this.
+constexpr long max_devices = 65536;
+constexpr std::size_t default_label_max_bytes = 48;
+
+constexpr std::string_view utf8_bom = "\xEF\xBB\xBF";
+
+bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+bool is_control(char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+}
+
+std::size_t skip_spaces(std::string_view s, std::size_t i) {
+    while (i < s.size() && is_space(s[i])) ++i;
+    return i;
+}
+
+std::string_view trim_right(std::string_view s) {
+    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+    return s;
+}
+
+// Blank and comment lines never make a job.
+bool is_skippable(std::string_view s) {
+    const std::size_t i = skip_spaces(s, 0);
+    return i == s.size() || s[i] == '#';
+}
+
+// Like sh: "a\\" is a literal backslash, "a\\\" a literal one plus a
+// continuation. Only an odd run of trailing backslashes continues the line.
+bool continues(std::string_view s) {
+    std::size_t n = 0;
+    while (n < s.size() && s[s.size() - 1 - n] == '\\') ++n;
+    return n % 2 == 1;
+}
+
+// Text quoted in a message: control bytes escaped so that a stray byte
+// cannot garble the terminal, and long text shortened, because a 100 KiB
+// "key" is still an error worth one line.
+std::string quote(std::string_view s) {
+    constexpr std::size_t max_shown = 60;
+    std::string out = "'";
+    for (std::size_t i = 0; i < s.size() && i < max_shown; ++i) {
+        if (is_control(s[i])) {
+            std::array<char, 5> buf{};
+            std::snprintf(buf.data(), buf.size(), "\\x%02x",
+                          static_cast<unsigned char>(s[i]));
+            out += buf.data();
+        } else {
+            out += s[i];
+        }
+    }
+    if (s.size() > max_shown) out += "...";
+    out += '\'';
+    return out;
+}
+
+class ErrorList {
+public:
+    void add(std::size_t line, std::size_t col, std::string message) {
+        if (full()) return;
+        if (errors_.size() == max_errors) message = "too many errors, stopping";
+        errors_.push_back({line, col, std::move(message)});
+    }
+    bool full() const { return errors_.size() > max_errors; }
+    bool empty() const { return errors_.empty(); }
+    std::vector<Diagnostic> take() { return std::move(errors_); }
+
+private:
+    std::vector<Diagnostic> errors_;
+};
+
+struct PhysicalLine {
+    std::string_view text;  // without the line break and one trailing '\r'
+    std::size_t line;
+    std::size_t first_col;  // column of text[0]; 4 after a byte order mark
+};
+
+class LineReader {
+public:
+    explicit LineReader(std::string_view text) : text_(text) {
+        // Editors that write CRLF often write a BOM too; it is not part of
+        // the first command.
+        if (text_.starts_with(utf8_bom)) pos_ = utf8_bom.size();
+    }
+
+    std::optional<PhysicalLine> next() {
+        if (pos_ >= text_.size()) return std::nullopt;
+        const std::size_t first_col = line_ == 0 ? pos_ + 1 : 1;
+        std::size_t end = text_.find('\n', pos_);
+        if (end == std::string_view::npos) end = text_.size();
+        std::string_view s = text_.substr(pos_, end - pos_);
+        if (s.ends_with('\r')) s.remove_suffix(1);
+        pos_ = end + 1;
+        return PhysicalLine{s, ++line_, first_col};
+    }
+
+private:
+    std::string_view text_;
+    std::size_t pos_ = 0;
+    std::size_t line_ = 0;
+};
+
+// One job's text after joining continuations, with enough bookkeeping to
+// report a position in the physical line the byte came from.
+class LogicalLine {
+public:
+    void append(const PhysicalLine& p) {
+        segments_.push_back({text_.size(), p.line, p.first_col});
+        text_ += p.text;
+    }
+    void drop_last_byte() { text_.pop_back(); }
+
+    std::string_view text() const { return text_; }
+    std::size_t first_line() const { return segments_.front().line; }
+
+    std::pair<std::size_t, std::size_t> position(std::size_t offset) const {
+        auto it = std::upper_bound(
+            segments_.begin(), segments_.end(), offset,
+            [](std::size_t off, const Segment& s) { return off < s.offset; });
+        const Segment& s = *std::prev(it);
+        return {s.line, s.first_col + (offset - s.offset)};
+    }
+
+private:
+    struct Segment {
+        std::size_t offset;  // in text_
+        std::size_t line;
+        std::size_t first_col;
+    };
+    std::string text_;
+    std::vector<Segment> segments_;
+};
+
+// What a directive word said, before defaults are applied.
+struct Directive {
+    std::optional<long> devices;
+    std::optional<std::string> label;
+    std::optional<double> timeout_s;
+};
+
+constexpr std::string_view known_keys = "known keys are devices, label and timeout";
+
+std::optional<long> parse_device_count(std::string_view s) {
+    if (s.empty() || !std::all_of(s.begin(), s.end(),
+                                  [](char c) { return c >= '0' && c <= '9'; }))
+        return std::nullopt;
+    long value = 0;
+    const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec != std::errc{} || ptr != s.data() + s.size() || value > max_devices)
+        return std::nullopt;
+    return value;
+}
+
+// Plain decimal only: "1e3", "inf", "0x10" and signs are typos here, not
+// features, even though from_chars would take some of them.
+std::optional<double> parse_timeout(std::string_view s) {
+    const auto digits = std::count_if(s.begin(), s.end(),
+                                      [](char c) { return c >= '0' && c <= '9'; });
+    const auto dots = std::count(s.begin(), s.end(), '.');
+    if (digits == 0 || dots > 1 || static_cast<std::size_t>(digits + dots) != s.size())
+        return std::nullopt;
+    double value = 0;
+    const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value,
+                                           std::chars_format::fixed);
+    // Digits alone cannot spell inf or nan; too many of them overflow, and
+    // from_chars says so.
+    if (ec != std::errc{} || ptr != s.data() + s.size() || value <= 0)
+        return std::nullopt;
+    return value;
+}
+
+// Label -> the line of its first use. Shared by all directives of a file.
+using LabelLines = std::unordered_map<std::string, std::size_t>;
+
+class DirectiveParser {
+public:
+    DirectiveParser(const LogicalLine& line, ErrorList& errors, LabelLines& labels)
+        : line_(line), errors_(errors), labels_(labels) {}
+
+    // `word` is the directive including '@'; `offset` is where it starts.
+    Directive parse(std::string_view word, std::size_t offset) {
+        word_ = word;
+        if (word.size() == 1) {
+            error(offset, "empty directive '@'; expected a device count or "
+                          "key=value items, such as '@2' or '@devices=2,label=name'");
+            return std::move(result_);
+        }
+        std::size_t start = 1;
+        while (start <= word.size()) {
+            std::size_t end = word.find(',', start);
+            if (end == std::string_view::npos) end = word.size();
+            item(word.substr(start, end - start), offset + start);
+            start = end + 1;
+        }
+        return std::move(result_);
+    }
+
+private:
+    enum class Key { devices, label, timeout };
+
+    void item(std::string_view text, std::size_t offset) {
+        if (text.empty()) {
+            error(offset, "empty item in directive " + quote(word_) +
+                              "; items are separated by single commas");
+            return;
+        }
+        const std::size_t eq = text.find('=');
+        if (eq == std::string_view::npos) {
+            bare_item(text, offset);
+            return;
+        }
+        const std::string_view key = text.substr(0, eq);
+        const std::string_view value = text.substr(eq + 1);
+        if (key.empty()) {
+            error(offset, "missing key before '=' in directive item " + quote(text) +
+                              "; " + std::string(known_keys));
+            return;
+        }
+        const std::optional<Key> k = lookup(key);
+        if (!k) {
+            error(offset, "unknown directive key " + quote(key) + "; " +
+                              std::string(known_keys));
+            return;
+        }
+        keyed_item(*k, key, value, offset);
+    }
+
+    // A bare number is short for devices=N; a bare key name is a forgotten
+    // value, which deserves a better message than "unknown item".
+    void bare_item(std::string_view text, std::size_t offset) {
+        const char c = text.front();
+        if ((c >= '0' && c <= '9') || c == '-' || c == '+') {
+            keyed_item(Key::devices, "devices", text, offset);
+        } else if (lookup(text)) {
+            error(offset, "directive key " + quote(text) + " needs a value: expected " +
+                              quote(std::string(text) + "=..."));
+        } else {
+            error(offset, "unknown directive item " + quote(text) +
+                              "; expected a device count or key=value (" +
+                              std::string(known_keys) + ")");
+        }
+    }
+
+    void keyed_item(Key k, std::string_view key, std::string_view value,
+                    std::size_t offset) {
+        auto& seen = seen_[static_cast<std::size_t>(k)];
+        if (seen) {
+            error(offset, "directive key " + quote(key) + " given twice in " + quote(word_));
+            return;
+        }
+        seen = true;
+        switch (k) {
+        case Key::devices: return devices(value, offset);
+        case Key::label: return label(value, offset);
+        case Key::timeout: return timeout(value, offset);
+        }
+    }
+
+    void devices(std::string_view value, std::size_t offset) {
+        result_.devices = parse_device_count(value);
+        if (!result_.devices)
+            error(offset, "invalid device count " + quote(value) +
+                              "; expected an integer from 0 to " +
+                              std::to_string(max_devices));
+    }
+
+    void label(std::string_view value, std::size_t offset) {
+        // Whitespace and commas cannot get here: they end the word or the item.
+        if (value.empty()) {
+            error(offset, "empty label; expected a name without whitespace or commas");
+        } else if (std::any_of(value.begin(), value.end(), is_control)) {
+            error(offset, "label " + quote(value) +
+                              " contains a control character; expected a name "
+                              "without whitespace, commas or control characters");
+        } else {
+            unique_label(value, offset);
+        }
+    }
+
+    void unique_label(std::string_view value, std::size_t offset) {
+        const auto [it, inserted] =
+            labels_.try_emplace(std::string(value), line_.first_line());
+        if (inserted)
+            result_.label = std::string(value);
+        else
+            error(offset, "duplicate label " + quote(value) + " (first used on line " +
+                              std::to_string(it->second) + ")");
+    }
+
+    void timeout(std::string_view value, std::size_t offset) {
+        result_.timeout_s = parse_timeout(value);
+        if (!result_.timeout_s)
+            error(offset, "invalid timeout " + quote(value) +
+                              "; expected a positive number of seconds, such as "
+                              "'600' or '1.5'");
+    }
+
+    static std::optional<Key> lookup(std::string_view key) {
+        if (key == "devices") return Key::devices;
+        if (key == "label") return Key::label;
+        if (key == "timeout") return Key::timeout;
+        return std::nullopt;
+    }
+
+    void error(std::size_t offset, std::string message) {
+        const auto [line, col] = line_.position(offset);
+        errors_.add(line, col, std::move(message));
+    }
+
+    const LogicalLine& line_;
+    ErrorList& errors_;
+    LabelLines& labels_;
+    std::string_view word_;
+    Directive result_;
+    std::array<bool, 3> seen_{};
+};
+
+// ---- default labels -------------------------------------------------------
+//
+// A job without label=... is named after what it runs, so that status lines
+// and reports read "test_add.py", not "job 17":
+//  1. split the command on whitespace (naively: no shell quoting) and strip
+//     quotes and shell punctuation ("'();&|<>`) from each word's ends;
+//  2. skip leading VAR=value assignments (a command of nothing else is
+//     "job");
+//  3. pick the first argument after the program that looks like a file
+//     (contains '/', or a '.' followed by a letter: "tests/test_add.py",
+//     "lint.sh"), ignoring options ("-m", "--out=dir/x"); failing that, the
+//     program itself ("./run.sh", "sleep");
+//  4. take its basename (trailing slashes ignored), replace every byte
+//     outside [A-Za-z0-9._+-] by '_', keep at most 48 bytes; "job" if empty;
+//  5. if an explicit label anywhere in the file or an earlier default has
+//     that name, append "-<seq>" until it is unique ("sleep", "sleep-2").
+
+std::vector<std::string_view> split_words(std::string_view s) {
+    constexpr std::string_view punct = "\"'();&|<>`";
+    std::vector<std::string_view> words;
+    std::size_t i = skip_spaces(s, 0);
+    while (i < s.size()) {
+        std::size_t end = i;
+        while (end < s.size() && !is_space(s[end])) ++end;
+        std::string_view w = s.substr(i, end - i);
+        while (!w.empty() && punct.find(w.front()) != std::string_view::npos)
+            w.remove_prefix(1);
+        while (!w.empty() && punct.find(w.back()) != std::string_view::npos)
+            w.remove_suffix(1);
+        if (!w.empty()) words.push_back(w);
+        i = skip_spaces(s, end);
+    }
+    return words;
+}
+
+bool is_alpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+bool is_assignment(std::string_view w) {
+    const std::size_t eq = w.find('=');
+    if (eq == std::string_view::npos || eq == 0 || is_digit(w.front())) return false;
+    return std::all_of(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(eq),
+                       [](char c) { return is_alpha(c) || is_digit(c) || c == '_'; });
+}
+
+bool looks_like_file(std::string_view w) {
+    if (w.starts_with('-')) return false;
+    if (w.find('/') != std::string_view::npos) return true;
+    for (std::size_t i = 0; i + 1 < w.size(); ++i)
+        if (w[i] == '.' && is_alpha(w[i + 1])) return true;
+    return false;
+}
+
+std::string_view basename(std::string_view w) {
+    while (!w.empty() && w.back() == '/') w.remove_suffix(1);
+    const std::size_t slash = w.rfind('/');
+    return slash == std::string_view::npos ? w : w.substr(slash + 1);
+}
+
+std::string safe_name(std::string_view w) {
+    std::string out(w.substr(0, default_label_max_bytes));
+    for (char& c : out)
+        if (!is_alpha(c) && !is_digit(c) && c != '.' && c != '_' && c != '+' && c != '-')
+            c = '_';
+    return out.empty() ? "job" : out;
+}
+
+std::string default_label_base(std::string_view command) {
+    std::vector<std::string_view> words = split_words(command);
+    words.erase(words.begin(),
+                std::find_if_not(words.begin(), words.end(), is_assignment));
+    if (words.empty()) return "job";
+    // The program's arguments first: in "examples/fake_pytest tests/test_add.py"
+    // the test file says more than the runner does.
+    const auto arg = std::find_if(words.begin() + 1, words.end(), looks_like_file);
+    return safe_name(basename(arg != words.end() ? *arg : words.front()));
+}
+
+void assign_default_labels(std::vector<JobSpec>& jobs) {
+    std::unordered_set<std::string> taken;
+    for (const JobSpec& j : jobs)
+        if (j.label_given) taken.insert(j.label);
+    for (JobSpec& j : jobs) {
+        if (j.label_given) continue;
+        std::string name = default_label_base(j.command);
+        const std::string suffix = "-" + std::to_string(j.seq);
+        while (taken.contains(name)) name += suffix;
+        taken.insert(name);
+        j.label = std::move(name);
+    }
+}
+
+// ---- the file -------------------------------------------------------------
+
+class Parser {
+public:
+    explicit Parser(std::string_view text) : reader_(text) {}
+
+    ParseResult run() {
+        while (!errors_.full()) {
+            std::optional<PhysicalLine> p = reader_.next();
+            if (!p) break;
+            // A comment line never continues, whatever it ends with.
+            if (is_skippable(p->text)) continue;
+            LogicalLine line = join(*p);
+            if (!is_skippable(line.text())) job(line);
+        }
+        ParseResult r;
+        if (errors_.empty()) {
+            assign_default_labels(jobs_);
+            r.jobs = std::move(jobs_);
+        } else {
+            r.errors = errors_.take();
+        }
+        return r;
+    }
+
+private:
+    LogicalLine join(const PhysicalLine& first) {
+        LogicalLine line;
+        line.append(first);
+        PhysicalLine last = first;
+        while (continues(last.text)) {
+            line.drop_last_byte();
+            std::optional<PhysicalLine> next = reader_.next();
+            if (!next) {
+                errors_.add(last.line, last.first_col + last.text.size() - 1,
+                            "backslash at end of file continues nothing");
+                break;
+            }
+            line.append(*next);
+            last = *next;
+        }
+        return line;
+    }
+
+    void job(const LogicalLine& line) {
+        const std::string_view text = line.text();
+        std::size_t i = skip_spaces(text, 0);
+        Directive d;
+        std::string_view word;
+        if (text[i] == '@') {
+            std::size_t end = i;
+            while (end < text.size() && !is_space(text[end])) ++end;
+            word = text.substr(i, end - i);
+            d = DirectiveParser(line, errors_, labels_).parse(word, i);
+            i = skip_spaces(text, end);
+            if (i == text.size()) {
+                error(line, end, "directive " + quote(word) +
+                                     " is not followed by a command");
+                return;
+            }
+        }
+        const std::string_view command = trim_right(text.substr(i));
+        if (command.size() >= max_command_bytes) {
+            error(line, i, "command is " + std::to_string(command.size()) +
+                               " bytes; the kernel limit for one argument is " +
+                               std::to_string(max_command_bytes) +
+                               " bytes (NUL included)");
+        }
+        JobSpec j;
+        j.seq = jobs_.size() + 1;
+        j.line = line.first_line();
+        j.label_given = d.label.has_value();
+        if (d.label) j.label = std::move(*d.label);
+        j.devices = static_cast<int>(d.devices.value_or(1));
+        j.timeout_s = d.timeout_s;
+        j.command = std::string(command);
+        jobs_.push_back(std::move(j));
+    }
+
+    void error(const LogicalLine& line, std::size_t offset, std::string message) {
+        const auto [l, c] = line.position(offset);
+        errors_.add(l, c, std::move(message));
+    }
+
+    LineReader reader_;
+    ErrorList errors_;
+    std::vector<JobSpec> jobs_;
+    LabelLines labels_;
+};
+
+// A NUL byte means this is not a text file at all: every other diagnostic
+// would be noise, so it is the only one reported.
+std::optional<Diagnostic> find_nul(std::string_view text) {
+    const std::size_t nul = text.find('\0');
+    if (nul == std::string_view::npos) return std::nullopt;
+    const std::string_view before = text.substr(0, nul);
+    const std::size_t line = 1 + static_cast<std::size_t>(
+                                     std::count(before.begin(), before.end(), '\n'));
+    const std::size_t line_start = before.rfind('\n');
+    const std::size_t col =
+        line_start == std::string_view::npos ? nul + 1 : nul - line_start;
+    return Diagnostic{line, col, "NUL byte in commands file"};
+}
+
+}  // namespace
+
+ParseResult parse_commands(std::string_view text) {
+    if (std::optional<Diagnostic> nul = find_nul(text)) {
+        ParseResult r;
+        r.errors.push_back(std::move(*nul));
+        return r;
+    }
+    return Parser(text).run();
+}
+
+std::string format_diagnostic(std::string_view file_name, const Diagnostic& d) {
+    std::string out(file_name);
+    out += ':';
+    out += std::to_string(d.line);
+    out += ':';
+    out += std::to_string(d.col);
+    out += ": error: ";
+    out += d.message;
+    return out;
+}
+
+}  // namespace pto::cmdfile

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <span>
@@ -45,7 +46,7 @@ struct Job {
     std::size_t device_count = 1;
     // Receives the allocated ids (ascending); an error fails this job alone.
     std::function<Expected<LaunchSpec>(std::span<const int> devices)> build;
-    std::optional<double> timeout_s;  // reserved for per-job time limits
+    std::optional<double> timeout_s;  // its own time limit; RunOptions::job_timeout_s if unset
 };
 
 enum class JobStatus { passed, failed, timeout, killed, cancelled };
@@ -63,8 +64,24 @@ struct JobResult {
     double end = 0;                 // when its devices were released
     double duration_s = 0;
     int stragglers = 0;             // processes of its group stopped after it ended (-1: some, count unknown)
-    std::string error;              // why it could not start, empty if it did
+    std::string error;              // why it could not start, or what went wrong around it
+    std::uint64_t output_lost = 0;  // bytes that could not be kept (a full disk)
     std::string output;             // filled only with RunOptions::keep_output
+};
+
+// One running job, as a SIGUSR1 status report shows it.
+struct RunningJob {
+    const Job* job;
+    const JobResult* result;
+    double elapsed_s;
+    const JobOutput* output;
+};
+
+struct StatusReport {
+    std::vector<RunningJob> running;
+    std::size_t queued = 0;    // not started yet
+    std::size_t finished = 0;
+    double elapsed_s = 0;      // since the run began
 };
 
 // Observers see each event as it happens; the CLI's reporters are observers.
@@ -76,8 +93,14 @@ public:
     // The job's devices are free again; `output` is everything it wrote.
     virtual void on_finish(const Job&, const JobResult&, const JobOutput& output) = 0;
     virtual void on_cancel(const Job&, const JobResult&) {}
-    // The run begins stopping (fail-fast or a signal): nothing more starts.
+    // The run begins stopping (fail-fast, a signal, the run's time limit):
+    // nothing more starts.
     virtual void on_stopping(const char* /*reason*/) {}
+    // A job ran out of time: it was sent SIGUSR1 and given the dump grace to
+    // print its stacks; `output` is all it wrote so far. It is stopped next.
+    virtual void on_timeout(const Job&, const JobResult&, const JobOutput& /*output*/, double /*elapsed_s*/) {}
+    // SIGUSR1 to the runner (with handle_signals): where everything stands.
+    virtual void on_status(const StatusReport&) {}
 };
 
 struct RunOptions {
@@ -85,7 +108,11 @@ struct RunOptions {
     std::size_t max_parallel = 0;     // 0: only the pool bounds it
     bool fail_fast = false;
     double kill_grace_s = 5.0;        // SIGTERM -> SIGKILL
-    bool handle_signals = true;       // SIGINT/SIGTERM/SIGHUP stop the run
+    std::optional<double> timeout_s;      // the whole run's time limit
+    std::optional<double> job_timeout_s;  // each job's, unless Job::timeout_s
+    double dump_grace_s = 2.0;        // SIGUSR1 -> the stop, for a timed-out job to print its stacks
+    std::size_t output_memory_limit = JobOutput::default_memory_limit;  // per job, before spilling to a file
+    bool handle_signals = true;       // SIGINT/SIGTERM/SIGHUP stop the run, SIGUSR1 asks for status
     bool keep_output = false;         // copy each job's output into JobResult::output
     RunObserver* observer = nullptr;
 };
@@ -93,6 +120,7 @@ struct RunOptions {
 struct RunSummary {
     std::vector<JobResult> results;  // one per job, in job order
     int stopped_by_signal = 0;       // SIGINT etc. that stopped the run, 0 if none
+    bool timed_out = false;          // the run's own time limit expired
 };
 
 // Fails before starting anything if a job needs more devices than the pool

@@ -31,7 +31,7 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
                 "PTO_PAR_SEQ=" + std::to_string(spec.seq),
             };
             for (const auto& name : world.device_env)
-                launch.env.push_back(name + "=" + list);
+                launch.env.push_back(name + "=" + world.pool->value_for(name, ids));
             return launch;
         };
         jobs.push_back(std::move(job));

@@ -9,12 +9,14 @@
 #include <pto/scheduler.hpp>
 
 #include "cmdfile/commands_file.hpp"
+#include "devices/discovery.hpp"
 
 namespace pto::cli {
 
 struct JobWorld {
     std::string shell;                    // runs each line as SHELL -c LINE
     std::vector<std::string> device_env;  // -e names
+    const DiscoveredPool* pool;           // what -e hands out: ids, or a variable's own entries
 };
 
 // `specs` must outlive the returned jobs' build functions.

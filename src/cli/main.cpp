@@ -12,6 +12,7 @@
 #include <pto/devices.hpp>
 #include <pto/scheduler.hpp>
 
+#include "cli/dry_run.hpp"
 #include "cli/job_builder.hpp"
 #include "cli/options.hpp"
 #include "cli/read_input.hpp"
@@ -28,6 +29,7 @@ namespace {
 using namespace pto;
 
 constexpr int exit_usage = 2;
+constexpr int exit_run_timeout = 124;  // as timeout(1)
 
 int usage_error(const std::string& message)
 {
@@ -41,31 +43,16 @@ int error(const std::string& message)
     return exit_usage;
 }
 
-const char* getenv_wrapper(const char* name)
-{
-    return std::getenv(name);
-}
-
-struct Pool {
-    std::vector<int> ids;
-    std::string source;
-    bool discovered = false;
-};
-
-Expected<Pool> choose_pool(const std::string& spec)
+Expected<DiscoveredPool> choose_pool(const std::string& spec)
 {
     if (spec == "none")
-        return Pool{{}, "-d none", false};
-    if (spec == "auto") {
-        auto found = discover_devices(getenv_wrapper);
-        if (!found)
-            return tl::unexpected(found.error());
-        return Pool{std::move(found->ids), std::move(found->source), true};
-    }
+        return DiscoveredPool{{}, "-d none", {}, {}};
+    if (spec == "auto")
+        return discover_devices([](const char* name) -> const char* { return std::getenv(name); }, "/dev");
     auto ids = parse_device_range(spec);
     if (!ids)
         return fail("--devices: " + ids.error().message);
-    return Pool{std::move(*ids), "-d " + spec, false};
+    return DiscoveredPool{std::move(*ids), "-d " + spec, {}, {}};
 }
 
 // -j auto: on hardware a job per device (the host mostly waits on the
@@ -81,7 +68,8 @@ std::size_t auto_parallel(const std::string& platform, std::size_t pool_size)
 }
 
 // Every job that can never fit, compiler-style; true if there was one.
-bool report_oversized(const std::string& file, const std::vector<cmdfile::JobSpec>& specs, const Pool& pool)
+bool report_oversized(const std::string& file, const std::vector<cmdfile::JobSpec>& specs,
+                      const DiscoveredPool& pool, bool discovered)
 {
     bool any = false;
     const std::string pool_text =
@@ -98,7 +86,7 @@ bool report_oversized(const std::string& file, const std::vector<cmdfile::JobSpe
     }
     if (any)
         std::cerr << "pto-par: note: the pool came from " << pool.source
-                  << (pool.discovered ? "; pass the devices to use with -d, e.g. -d 0-3"
+                  << (discovered ? "; pass the devices to use with -d, e.g. -d 0-3"
                                       : "; widen -d or lower the job's @N")
                   << "\n";
     return any;
@@ -118,11 +106,7 @@ int run(int argc, char** argv)
         std::cout << "pto-par " PTO_PAR_VERSION "\n";
         return 0;
     }
-    for (const auto& [set, name] : {std::pair{opt.timeout_s.has_value(), "--timeout"},
-                                    {opt.job_timeout_s.has_value(), "--job-timeout"},
-                                    {!opt.junit_path.empty(), "--junit"},
-                                    {!opt.log_dir.empty(), "--log-dir"},
-                                    {opt.dry_run, "--dry-run"}})
+    for (const auto& [set, name] : {std::pair{!opt.junit_path.empty(), "--junit"}, {!opt.log_dir.empty(), "--log-dir"}})
         if (set)
             return usage_error(std::string(name) + " is not available in this version yet");
 
@@ -141,8 +125,16 @@ int run(int argc, char** argv)
         return exit_usage;
     }
     const auto& specs = parsed_file.jobs;
-    if (report_oversized(display_name, specs, *pool))
+    if (report_oversized(display_name, specs, *pool, opt.devices == "auto"))
         return exit_usage;
+    const std::size_t max_parallel = opt.jobs.value_or(auto_parallel(opt.platform, pool->ids.size()));
+    const std::string plan_header = "pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) +
+                                    " from " + pool->source + ", platform " + opt.platform + ", -j " +
+                                    std::to_string(max_parallel) + ", " + std::to_string(specs.size()) + " jobs";
+    if (opt.dry_run) {
+        std::cout << cli::format_plan(specs, plan_header) << std::flush;
+        return std::cout ? 0 : 1;
+    }
 
     runner::UniqueFd json_fd;
     if (!opt.json_path.empty()) {
@@ -151,12 +143,15 @@ int run(int argc, char** argv)
             return error(sys_error("cannot open --json file '" + opt.json_path + "'", errno).message);
     }
 
-    const cli::JobWorld world{opt.shell, opt.device_env};
+    const cli::JobWorld world{opt.shell, opt.device_env, &*pool};
     RunOptions ro;
     ro.pool = pool->ids;
-    ro.max_parallel = opt.jobs.value_or(auto_parallel(opt.platform, pool->ids.size()));
+    ro.max_parallel = max_parallel;
     ro.fail_fast = opt.fail_fast;
     ro.kill_grace_s = opt.kill_grace_s;
+    ro.timeout_s = opt.timeout_s;
+    ro.job_timeout_s = opt.job_timeout_s;
+    ro.dump_grace_s = opt.dump_grace_s;
 
     report::StatusLines status(STDERR_FILENO, opt.verbosity, specs);
     report::OutputWriter output(STDOUT_FILENO, opt.output);
@@ -169,9 +164,7 @@ int run(int argc, char** argv)
     ro.observer = &fanout;
 
     if (opt.verbosity > 0)
-        status.note("pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) +
-                    " from " + pool->source + ", platform " + opt.platform + ", -j " +
-                    std::to_string(ro.max_parallel) + ", " + std::to_string(specs.size()) + " jobs");
+        status.note(plan_header);
 
     const auto t0 = std::chrono::steady_clock::now();
     auto summary = run_jobs(cli::build_jobs(specs, world), ro);
@@ -186,8 +179,10 @@ int run(int argc, char** argv)
 
     if (summary->stopped_by_signal != 0)
         return 128 + summary->stopped_by_signal;
+    if (summary->timed_out)
+        return exit_run_timeout;
     for (const auto& r : summary->results)
-        if (r.status != JobStatus::passed)
+        if (r.status != JobStatus::passed || r.output_lost != 0)
             return 1;
     return json_fd && !json.ok() ? 1 : 0;
 }
@@ -199,6 +194,9 @@ int main(int argc, char** argv)
     // A closed standard output must come back as EPIPE, not kill the run
     // and orphan its report; the jobs get SIGPIPE's default back.
     std::signal(SIGPIPE, SIG_IGN);
+    // Likewise a file-size limit must come back as EFBIG from the write
+    // that hit it, so the report can say so.
+    std::signal(SIGXFSZ, SIG_IGN);
     try {
         return run(argc, argv);
     } catch (const std::exception& e) {

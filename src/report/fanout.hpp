@@ -36,6 +36,16 @@ public:
         for (auto* o : observers_)
             o->on_stopping(reason);
     }
+    void on_timeout(const Job& j, const JobResult& r, const JobOutput& out, double elapsed_s) override
+    {
+        for (auto* o : observers_)
+            o->on_timeout(j, r, out, elapsed_s);
+    }
+    void on_status(const StatusReport& report) override
+    {
+        for (auto* o : observers_)
+            o->on_status(report);
+    }
 
 private:
     std::vector<RunObserver*> observers_;

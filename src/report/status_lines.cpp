@@ -124,6 +124,39 @@ void StatusLines::on_stopping(const char* reason)
     note(std::string("stopping (") + reason + "): starting nothing more, stopping running jobs");
 }
 
+void StatusLines::on_timeout(const Job&, const JobResult& r, const JobOutput& output, double elapsed_s)
+{
+    std::string text = "[pto-par] TIMEOUT " + escape_for_terminal(r.label) + " pid=" + std::to_string(r.pid) +
+                       " devices=" + devices_text(r.devices) + " ran " + fixed(elapsed_s, 1) +
+                       "s; its output so far";
+    const auto shown = output.tail(timeout_dump_bytes);
+    if (output.size() > shown.size())
+        text += " (last " + std::to_string(shown.size()) + " of " + std::to_string(output.size()) + " bytes)";
+    text += ":\n";
+    text.append(shown);
+    if (!shown.empty() && shown.back() != '\n')
+        text += '\n';
+    text += "[pto-par] end of output of " + escape_for_terminal(r.label) + "\n";
+    (void)write_all(fd_, text);  // see on_start
+}
+
+void StatusLines::on_status(const StatusReport& report)
+{
+    std::string text = "[pto-par] status after " + fixed(report.elapsed_s, 1) + "s: " +
+                       std::to_string(report.running.size()) + " running, " + std::to_string(report.queued) +
+                       " queued, " + std::to_string(report.finished) + " finished\n";
+    for (const auto& j : report.running) {
+        text += "[pto-par]   " + escape_for_terminal(j.result->label) + " pid=" + std::to_string(j.result->pid) +
+                " devices=" + devices_text(j.result->devices) + " running " + fixed(j.elapsed_s, 1) + "s, " +
+                std::to_string(j.output->size() + j.output->dropped()) + " bytes of output";
+        const auto last = j.output->last_line();
+        if (!last.empty())
+            text += ", last: " + escape_for_terminal(last.substr(0, 200));
+        text += '\n';
+    }
+    (void)write_all(fd_, text);  // see on_start
+}
+
 void StatusLines::note(const std::string& text) const
 {
     (void)write_all(fd_, "[pto-par] " + text + "\n");  // see on_start

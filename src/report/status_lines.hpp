@@ -27,6 +27,8 @@ public:
     void on_finish(const Job&, const JobResult&, const JobOutput&) override;
     void on_cancel(const Job&, const JobResult&) override;
     void on_stopping(const char* reason) override;
+    void on_timeout(const Job&, const JobResult&, const JobOutput& output, double elapsed_s) override;
+    void on_status(const StatusReport& report) override;
 
     // Any line of ours, e.g. where the pool came from.
     void note(const std::string& text) const;
@@ -40,6 +42,10 @@ private:
     std::span<const cmdfile::JobSpec> specs_;
     Counts counts_;
 };
+
+// How much of a timed-out job's output the TIMEOUT report shows on standard
+// error; all of it still goes where --output sends it.
+inline constexpr std::size_t timeout_dump_bytes = 64 * 1024;
 
 // Pure formatting, for the observer above and its tests.
 std::string format_finish_line(const JobResult& r);

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <fcntl.h>
 #include <memory>
+#include <optional>
 
 #include "devices/device_pool.hpp"
 #include "runner/launcher.hpp"
@@ -58,6 +59,14 @@ double seconds(Clock::duration d)
     return std::chrono::duration<double>(d).count();
 }
 
+// Clamped to a century: a limit of 1e30 seconds means "never", not an
+// overflow of the clock's nanoseconds.
+Clock::duration to_duration(double s)
+{
+    constexpr double century = 100.0 * 365 * 24 * 3600;
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::clamp(s, 0.0, century)));
+}
+
 struct Running {
     std::size_t index = 0;
     pid_t pid = -1;
@@ -67,16 +76,22 @@ struct Running {
     JobOutput output;
     bool leader_alive = true;
     bool stopped_by_us = false;
-    int kill_stage = 0;  // 0: none, 1: SIGTERM sent, 2: SIGKILL sent
-    Clock::time_point deadline;
+    int kill_stage = 0;  // 0: none, 1: SIGTERM sent, 2: SIGKILL sent, 3: given up
+    Clock::time_point deadline;  // of the kill stage
+    std::optional<Clock::time_point> limit_at;  // its own time limit
+    bool timed_out = false;      // SIGUSR1 sent for its time limit or the run's
+    bool dumped = false;         // on_timeout delivered
+    Clock::time_point dump_at;   // when the dump grace ends
 };
 
 class Run {
 public:
     Run(std::vector<Job>& jobs, const RunOptions& opt, runner::SignalChannel& signals,
         const runner::LaunchContext& ctx)
-        : jobs_(jobs), opt_(opt), signals_(signals), ctx_(ctx), pool_(opt.pool)
+        : jobs_(jobs), opt_(opt), signals_(signals), ctx_(ctx), pool_(opt.pool), began_(Clock::now())
     {
+        if (opt.timeout_s)
+            run_deadline_ = began_ + to_duration(*opt.timeout_s);
         results_.resize(jobs.size());
         for (std::size_t i = 0; i < jobs.size(); ++i) {
             results_[i].index = i;
@@ -87,7 +102,7 @@ public:
 
     Expected<void> loop();
 
-    RunSummary take() { return RunSummary{std::move(results_), stopped_by_signal_}; }
+    RunSummary take() { return RunSummary{std::move(results_), stopped_by_signal_, run_timed_out_}; }
 
     // The loop itself failed: leave nothing running behind us.
     void abandon()
@@ -106,6 +121,9 @@ private:
     void stop_all(const char* reason);
     void begin_kill(Running& r);
     void check_deadlines(Clock::time_point now);
+    void begin_timeout(Running& r, Clock::time_point now);
+    void deliver_dump(Running& r);
+    void report_status();
     void finish_ended();
     void finish(Running& r);
     void cancel_rest();
@@ -119,9 +137,13 @@ private:
     std::vector<JobResult> results_;
     std::vector<std::unique_ptr<Running>> running_;
     std::size_t next_ = 0;  // head of the FIFO queue
+    Clock::time_point began_;
+    std::optional<Clock::time_point> run_deadline_;
+    bool run_timed_out_ = false;
     bool stopping_ = false;
     bool force_kill_ = false;
     int stopped_by_signal_ = 0;
+    std::size_t finished_ = 0;
     std::vector<char> scratch_;
     std::vector<pollfd> pollfds_;
     std::vector<Running*> polled_;
@@ -155,6 +177,7 @@ void Run::start(std::size_t index, std::vector<int> devices)
         res.end = unix_now();
         res.duration_s = seconds(Clock::now() - started);
         pool_.release(devices);
+        ++finished_;
         if (opt_.observer != nullptr)
             opt_.observer->on_finish(job, res, JobOutput{});
         if (opt_.fail_fast)
@@ -162,6 +185,9 @@ void Run::start(std::size_t index, std::vector<int> devices)
         return;
     }
     auto r = std::make_unique<Running>();
+    r->output = JobOutput(opt_.output_memory_limit);
+    if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
+        r->limit_at = started + to_duration(*limit);
     r->index = index;
     r->pid = child->pid;
     r->out = std::move(child->output);
@@ -200,42 +226,89 @@ void Run::begin_kill(Running& r)
     if (r.kill_stage == 0) {
         runner::signal_group(r.pid, SIGTERM);
         r.kill_stage = 1;
-        r.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(opt_.kill_grace_s));
+        r.deadline = Clock::now() + to_duration(opt_.kill_grace_s);
     }
+}
+
+void Run::begin_timeout(Running& r, Clock::time_point now)
+{
+    r.timed_out = true;
+    r.dump_at = now + to_duration(opt_.dump_grace_s);
+    // Python's faulthandler.register(SIGUSR1) and similar print their stacks
+    // on it; the pipe is read on through the dump grace to catch them.
+    runner::signal_group(r.pid, SIGUSR1);
+}
+
+void Run::deliver_dump(Running& r)
+{
+    r.dumped = true;
+    read_output(r, true);
+    if (opt_.observer != nullptr)
+        opt_.observer->on_timeout(jobs_[r.index], results_[r.index], r.output, seconds(Clock::now() - r.started));
 }
 
 void Run::check_deadlines(Clock::time_point now)
 {
+    if (run_deadline_ && !run_timed_out_ && now >= *run_deadline_) {
+        run_timed_out_ = true;
+        if (!stopping_) {
+            stopping_ = true;
+            if (opt_.observer != nullptr)
+                opt_.observer->on_stopping("the run's time limit");
+        }
+        for (auto& r : running_)
+            if (r->leader_alive && r->kill_stage == 0 && !r->timed_out)
+                begin_timeout(*r, now);
+    }
+    bool job_timed_out = false;
     for (auto& r : running_) {
-        if (r->kill_stage == 0 || now < r->deadline)
+        if (r->limit_at && !r->timed_out && r->leader_alive && r->kill_stage == 0 && now >= *r->limit_at)
+            begin_timeout(*r, now);
+        if (r->timed_out && !r->dumped && now >= r->dump_at) {
+            deliver_dump(*r);
+            r->stopped_by_us = r->leader_alive;
+            begin_kill(*r);
+            job_timed_out = true;
+        }
+        if (r->kill_stage == 0 || r->kill_stage == 3 || now < r->deadline)
             continue;
         if (r->kill_stage == 1) {
             runner::signal_group(r->pid, SIGKILL);
             r->kill_stage = 2;
             r->deadline = now + give_up_after_kill;
-        } else if (r->kill_stage == 2) {
+        } else {
             // Give up on the group (see give_up_after_kill): once the leader
             // is reaped, finish_ended treats kill_stage 3 as gone.
             r->kill_stage = 3;
         }
     }
+    if (job_timed_out && opt_.fail_fast && !run_timed_out_)
+        stop_all("fail-fast");
 }
 
 int Run::poll_timeout_ms(Clock::time_point now) const
 {
-    bool any = false;
-    Clock::time_point first{};
-    for (const auto& r : running_)
+    std::optional<Clock::time_point> first;
+    const auto consider = [&first](Clock::time_point t) {
+        if (!first || t < *first)
+            first = t;
+    };
+    if (run_deadline_ && !run_timed_out_)
+        consider(*run_deadline_);
+    for (const auto& r : running_) {
         if (r->kill_stage == 1 || r->kill_stage == 2)
-            if (!any || r->deadline < first)
-                first = r->deadline, any = true;
-    if (!any)
+            consider(r->deadline);
+        if (r->timed_out && !r->dumped)
+            consider(r->dump_at);
+        else if (r->limit_at && !r->timed_out && r->leader_alive && r->kill_stage == 0)
+            consider(*r->limit_at);
+    }
+    if (!first)
         return -1;
-    if (first <= now)
+    if (*first <= now)
         return 0;
     // Round up so we never wake before the deadline and spin.
-    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(first - now).count();
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*first - now).count();
     return static_cast<int>(std::min<long long>(ms, 24LL * 3600 * 1000));
 }
 
@@ -257,11 +330,26 @@ Expected<void> Run::handle_signals()
             }
             stop_all("interrupted");
         }
-        // SIGUSR1 (status report) is handled by the time-limits work.
+        if (sig == SIGUSR1)
+            report_status();
     }
     if (child)
         reap();
     return {};
+}
+
+void Run::report_status()
+{
+    if (opt_.observer == nullptr)
+        return;
+    const auto now = Clock::now();
+    StatusReport report;
+    report.queued = stopping_ ? 0 : jobs_.size() - next_;
+    report.finished = finished_;
+    report.elapsed_s = seconds(now - began_);
+    for (const auto& r : running_)
+        report.running.push_back({&jobs_[r->index], &results_[r->index], seconds(now - r->started), &r->output});
+    opt_.observer->on_status(report);
 }
 
 void Run::reap()
@@ -290,14 +378,19 @@ void Run::leader_exited(Running& r, int status)
     } else if (WIFSIGNALED(status)) {
         res.signal = WTERMSIG(status);
     }
-    if (r.stopped_by_us)
+    if (r.timed_out)
+        res.status = JobStatus::timeout;
+    else if (r.stopped_by_us)
         res.status = JobStatus::killed;
     else if (res.exit_code == 0)
         res.status = JobStatus::passed;
     else
         res.status = JobStatus::failed;
 
-    if (r.kill_stage == 0 && runner::group_exists(r.pid)) {
+    // A timed-out job's leftovers are stopped when its dump grace ends (a
+    // shell leader dies of SIGUSR1 while the test under it prints stacks).
+    const bool dumping = r.timed_out && !r.dumped;
+    if (r.kill_stage == 0 && !dumping && runner::group_exists(r.pid)) {
         res.stragglers = runner::count_group_members(r.pid);
         begin_kill(r);
     }
@@ -345,13 +438,30 @@ void Run::finish_ended()
 void Run::finish(Running& r)
 {
     JobResult& res = results_[r.index];
+    // A job that died of its SIGUSR1 before the dump grace ended still gets
+    // its TIMEOUT report, and still counts for fail-fast.
+    if (r.timed_out && !r.dumped) {
+        deliver_dump(r);
+        if (opt_.fail_fast && !run_timed_out_)
+            stop_all("fail-fast");
+    }
     pool_.release(r.devices);
+    ++finished_;
     res.end = unix_now();
     res.duration_s = seconds(Clock::now() - r.started);
     if (r.kill_stage == 3)
         res.error = "some processes of its group could not be stopped";
-    if (opt_.keep_output)
-        res.output = r.output.str();
+    if (r.output.error()) {
+        res.output_lost = r.output.dropped();
+        res.error = r.output.error()->message + " (" + std::to_string(r.output.dropped()) + " bytes of output lost)";
+    }
+    if (opt_.keep_output) {
+        auto all = r.output.str();
+        if (all)
+            res.output = std::move(*all);
+        else
+            res.error = all.error().message;
+    }
     if (opt_.observer != nullptr)
         opt_.observer->on_finish(jobs_[r.index], res, r.output);
 }

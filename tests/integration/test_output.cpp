@@ -116,3 +116,54 @@ TEST_CASE("--json accounts for every job with its fields")
 }
 
 }
+
+TEST_SUITE("output") {
+
+TEST_CASE("a 64 MiB output arrives byte-exact while pto-par's memory stays flat")
+{
+    TempDir dir;
+    constexpr int count = 9'000'000;
+    // The job's last line is pto-par's peak RSS (VmHWM of its parent); read
+    // there because wait4's figure would include this test process's memory
+    // from before the exec.
+    const std::string hwm = "; grep VmHWM /proc/$PPID/status\n";
+    const auto small = run({pto_par(), "-d", "none", dir.write("s.cmds", "@0 echo x" + hwm)});
+    const auto big = run({pto_par(), "-d", "none", dir.write("b.cmds", "@0 seq 1 " + std::to_string(count) + hwm)});
+    CHECK(big.exit_code == 0);
+    const auto kib = [](const std::string& out) {
+        const auto at = out.rfind("VmHWM:");
+        REQUIRE(at != std::string::npos);
+        return std::stol(out.substr(at + 6));
+    };
+    const long small_kib = kib(small.out);
+    const long big_kib = kib(big.out);
+    // seq's output is easy to rebuild here byte for byte.
+    std::string expected;
+    expected.reserve(80u << 20);
+    for (int i = 1; i <= count; ++i)
+        expected += std::to_string(i) + "\n";
+    REQUIRE(expected.size() > (64u << 20));
+    CHECK(big.out.compare(0, expected.size(), expected) == 0);
+    CHECK(big.out.find("VmHWM:", expected.size()) == expected.size());
+    // Past 1 MiB the output spills to a temporary file: a few MiB at most.
+    MESSAGE("pto-par peak RSS: " << small_kib << " KiB with 2 bytes of output, " << big_kib << " KiB with "
+                                 << (expected.size() >> 20) << " MiB");
+    CHECK(big_kib - small_kib < 6 * 1024);
+}
+
+TEST_CASE("the spill file lives in $TMPDIR and a full disk is reported, not a crash")
+{
+    TempDir dir;
+    // A 1 MiB tmpfs is the honest way to fill a disk, but needs mount
+    // rights; a TMPDIR that does not exist fails the same code path.
+    const auto r = run({pto_par(), "-d", "none", dir.write("b.cmds", "@0,label=big head -c 3000000 /dev/zero\n")}, {},
+                       {"TMPDIR=" + dir.file("missing")});
+    // The job passed, but pto-par could not keep all it wrote: the run says
+    // so and does not claim success.
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("PASS big exit=0") != std::string::npos);
+    CHECK(r.err.find("cannot create a temporary file in " + dir.file("missing")) != std::string::npos);
+    CHECK(r.err.find("bytes of output lost") != std::string::npos);
+}
+
+}

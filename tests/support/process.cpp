@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -136,8 +137,10 @@ Finished Process::wait(std::chrono::milliseconds limit)
         pump(static_cast<int>(left.count()));
     }
     int status = 0;
-    waitpid(pid_, &status, 0);
+    rusage usage{};
+    wait4(pid_, &status, 0, &usage);
     reaped_ = true;
+    f.max_rss_kib = usage.ru_maxrss;
     f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     if (WIFEXITED(status))
         f.exit_code = WEXITSTATUS(status);

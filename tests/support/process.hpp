@@ -18,6 +18,7 @@ struct Finished {
     std::string err;
     double seconds = 0;
     bool timed_out = false;  // the harness had to kill it
+    long max_rss_kib = 0;     // peak resident set, from wait4
 };
 
 class Process {

@@ -101,6 +101,9 @@ public:
     virtual void on_timeout(const Job&, const JobResult&, const JobOutput& /*output*/, double /*elapsed_s*/) {}
     // SIGUSR1 to the runner (with handle_signals): where everything stands.
     virtual void on_status(const StatusReport&) {}
+    // Something the user should know that is no single job's event, e.g.
+    // "out of file descriptors: holding the next job".
+    virtual void on_notice(const std::string&) {}
 };
 
 struct RunOptions {
@@ -114,6 +117,10 @@ struct RunOptions {
     std::size_t output_memory_limit = JobOutput::default_memory_limit;  // per job, before spilling to a file
     bool handle_signals = true;       // SIGINT/SIGTERM/SIGHUP stop the run, SIGUSR1 asks for status
     bool keep_output = false;         // copy each job's output into JobResult::output
+    // At the end, stop the processes that left their job's process group and
+    // were re-parented to this process (children it had before the run are
+    // left alone).
+    bool stop_escapees = true;
     RunObserver* observer = nullptr;
 };
 

@@ -46,6 +46,11 @@ public:
         for (auto* o : observers_)
             o->on_status(report);
     }
+    void on_notice(const std::string& text) override
+    {
+        for (auto* o : observers_)
+            o->on_notice(text);
+    }
 
 private:
     std::vector<RunObserver*> observers_;

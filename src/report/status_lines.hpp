@@ -29,6 +29,7 @@ public:
     void on_stopping(const char* reason) override;
     void on_timeout(const Job&, const JobResult&, const JobOutput& output, double elapsed_s) override;
     void on_status(const StatusReport& report) override;
+    void on_notice(const std::string& text) override { note(text); }
 
     // Any line of ours, e.g. where the pool came from.
     void note(const std::string& text) const;

@@ -92,6 +92,8 @@ public:
     {
         if (opt.timeout_s)
             run_deadline_ = began_ + to_duration(*opt.timeout_s);
+        if (opt.stop_escapees)
+            children_before_ = runner::children_of_this_process();
         results_.resize(jobs.size());
         for (std::size_t i = 0; i < jobs.size(); ++i) {
             results_[i].index = i;
@@ -113,7 +115,11 @@ public:
 
 private:
     void start_ready();
-    void start(std::size_t index, std::vector<int> devices);
+    bool start(std::size_t index, std::vector<int> devices);
+    void notice(const std::string& text);
+    void sweep_escapees();
+    void reap_until(Clock::time_point deadline);
+    std::vector<pid_t> escapees() const;
     Expected<void> handle_signals();
     void reap();
     void leader_exited(Running& r, int status);
@@ -144,6 +150,9 @@ private:
     bool force_kill_ = false;
     int stopped_by_signal_ = 0;
     std::size_t finished_ = 0;
+    std::vector<pid_t> children_before_;  // the caller's own, never ours to stop
+    bool fd_throttled_ = false;
+    bool fd_notice_given_ = false;
     std::vector<char> scratch_;
     std::vector<pollfd> pollfds_;
     std::vector<Running*> polled_;
@@ -154,27 +163,50 @@ void Run::start_ready()
     while (!stopping_ && next_ < jobs_.size()) {
         if (opt_.max_parallel != 0 && running_.size() >= opt_.max_parallel)
             return;
+        if (fd_throttled_)
+            return;  // until a running job ends and frees its descriptors
         auto devices = pool_.acquire(jobs_[next_].device_count);
         if (!devices)
             return;  // head-of-line: nothing behind it may pass
-        start(next_++, std::move(*devices));
+        if (!start(next_, std::move(*devices)))
+            return;  // stays at the head
+        ++next_;
     }
 }
 
-void Run::start(std::size_t index, std::vector<int> devices)
+void Run::notice(const std::string& text)
+{
+    if (opt_.observer != nullptr)
+        opt_.observer->on_notice(text);
+}
+
+// False when the job could not start for lack of file descriptors while
+// others run: it stays at the head of the queue until one of them ends.
+bool Run::start(std::size_t index, std::vector<int> devices)
 {
     const Job& job = jobs_[index];
     JobResult& res = results_[index];
-    res.devices = devices;
-    res.start = unix_now();
     const auto started = Clock::now();
 
     auto spec = job.build ? job.build(devices) : fail("job has no build function");
     auto child = spec ? runner::launch(*spec, ctx_) : Expected<runner::Child>(tl::unexpected(spec.error()));
     if (!child) {
+        const int err = child.error().sys_errno;
+        if ((err == EMFILE || err == ENFILE) && !running_.empty()) {
+            pool_.release(devices);
+            fd_throttled_ = true;
+            if (!fd_notice_given_) {
+                fd_notice_given_ = true;
+                notice("out of file descriptors with " + std::to_string(running_.size()) +
+                       " jobs running; each further job waits for one to end (raise 'ulimit -n' to run more at once)");
+            }
+            return false;
+        }
+        res.devices = devices;
+        res.start = unix_now();
         res.status = JobStatus::failed;
         res.error = child.error().message;
-        res.end = unix_now();
+        res.end = res.start;
         res.duration_s = seconds(Clock::now() - started);
         pool_.release(devices);
         ++finished_;
@@ -182,8 +214,10 @@ void Run::start(std::size_t index, std::vector<int> devices)
             opt_.observer->on_finish(job, res, JobOutput{});
         if (opt_.fail_fast)
             stop_all("fail-fast");
-        return;
+        return true;
     }
+    res.devices = devices;
+    res.start = unix_now();
     auto r = std::make_unique<Running>();
     r->output = JobOutput(opt_.output_memory_limit);
     if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
@@ -197,6 +231,7 @@ void Run::start(std::size_t index, std::vector<int> devices)
     running_.push_back(std::move(r));
     if (opt_.observer != nullptr)
         opt_.observer->on_start(job, res);
+    return true;
 }
 
 void Run::stop_all(const char* reason)
@@ -446,6 +481,7 @@ void Run::finish(Running& r)
             stop_all("fail-fast");
     }
     pool_.release(r.devices);
+    fd_throttled_ = false;
     ++finished_;
     res.end = unix_now();
     res.duration_s = seconds(Clock::now() - r.started);
@@ -503,7 +539,70 @@ Expected<void> Run::loop()
         finish_ended();
     }
     cancel_rest();
+    sweep_escapees();
     return {};
+}
+
+std::vector<pid_t> Run::escapees() const
+{
+    auto pids = runner::children_of_this_process();
+    std::erase_if(pids, [this](pid_t pid) {
+        return std::find(children_before_.begin(), children_before_.end(), pid) != children_before_.end();
+    });
+    return pids;
+}
+
+// Waits for children to exit until `deadline`, reaping whatever exits.
+void Run::reap_until(Clock::time_point deadline)
+{
+    for (;;) {
+        if (escapees().empty())
+            return;
+        const auto now = Clock::now();
+        if (now >= deadline)
+            return;
+        pollfd pfd{signals_.fd(), POLLIN, 0};
+        const auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
+        if (poll(&pfd, 1, static_cast<int>(ms)) > 0) {
+            // A read error here only means we look at /proc again sooner.
+            (void)signals_.drain();
+            while (waitpid(-1, nullptr, WNOHANG) > 0) {
+            }
+        }
+    }
+}
+
+// A process that left its job's process group (setsid, setpgid) escapes the
+// group's SIGTERM/SIGKILL; once its parent is gone it is re-parented to us
+// as subreaper. Nothing of a run may outlive it, so stop those now.
+void Run::sweep_escapees()
+{
+    if (!opt_.stop_escapees)
+        return;
+    auto pids = escapees();
+    if (pids.empty())
+        return;
+    std::string list;
+    for (pid_t pid : pids)
+        list += (list.empty() ? "" : " ") + std::to_string(pid);
+    notice("stopping " + std::to_string(pids.size()) + " process" + (pids.size() == 1 ? "" : "es") +
+           " that left their job's process group: pid " + list);
+    const auto signal_all = [](const std::vector<pid_t>& targets, int sig) {
+        for (pid_t pid : targets) {
+            // An escapee that made its own group takes its group with it.
+            if (getpgid(pid) == pid)
+                runner::signal_group(pid, sig);
+            else
+                (void)kill(pid, sig);  // ESRCH: already gone
+        }
+    };
+    signal_all(pids, force_kill_ ? SIGKILL : SIGTERM);
+    reap_until(Clock::now() + to_duration(force_kill_ ? 0 : opt_.kill_grace_s));
+    pids = escapees();
+    if (pids.empty())
+        return;
+    signal_all(pids, SIGKILL);
+    reap_until(Clock::now() + give_up_after_kill);
 }
 
 // While the run lasts, orphans of the jobs are re-parented to this process,

@@ -28,7 +28,7 @@ void must(bool ok, const char* what)
 
 }  // namespace
 
-Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vector<std::string> env)
+Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vector<std::string> env, Setup setup)
 {
     int in[2], out[2], err[2];
     must(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0, "pipe2");
@@ -59,12 +59,21 @@ Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vec
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, nullptr);
         signal(SIGPIPE, SIG_DFL);
+        for (const auto& [resource, value] : setup.limits) {
+            const rlimit lim{value, value};
+            if (setrlimit(resource, &lim) != 0)
+                _exit(126);
+        }
         execve(args[0], args.data(), envp.data());
         _exit(127);
     }
     close(in[0]);
     close(out[1]);
     close(err[1]);
+    if (setup.stdout_closed) {
+        close(out[0]);
+        out[0] = -1;
+    }
     out_fd_ = out[0];
     err_fd_ = err[0];
     // Small inputs only; a larger one would need polling the write side.
@@ -152,9 +161,9 @@ Finished Process::wait(std::chrono::milliseconds limit)
 }
 
 Finished run(std::vector<std::string> argv, std::string stdin_text, std::vector<std::string> env,
-             std::chrono::milliseconds limit)
+             std::chrono::milliseconds limit, Setup setup)
 {
-    Process p(std::move(argv), std::move(stdin_text), std::move(env));
+    Process p(std::move(argv), std::move(stdin_text), std::move(env), std::move(setup));
     return p.wait(limit);
 }
 

@@ -21,10 +21,17 @@ struct Finished {
     long max_rss_kib = 0;     // peak resident set, from wait4
 };
 
+// How the program's world differs from ours, beyond its environment.
+struct Setup {
+    std::vector<std::pair<int, unsigned long>> limits;  // setrlimit(resource, soft=hard=value)
+    bool stdout_closed = false;  // its stdout is a pipe whose reader has already gone
+};
+
 class Process {
 public:
     // argv[0] is a path. `env` entries NAME=VALUE are added to ours.
-    Process(std::vector<std::string> argv, std::string stdin_text = {}, std::vector<std::string> env = {});
+    Process(std::vector<std::string> argv, std::string stdin_text = {}, std::vector<std::string> env = {},
+            Setup setup = {});
     ~Process();
     Process(const Process&) = delete;
     Process& operator=(const Process&) = delete;
@@ -52,7 +59,7 @@ private:
 
 // Runs to completion.
 Finished run(std::vector<std::string> argv, std::string stdin_text = {}, std::vector<std::string> env = {},
-             std::chrono::milliseconds limit = std::chrono::seconds(60));
+             std::chrono::milliseconds limit = std::chrono::seconds(60), Setup setup = {});
 
 // The pto-par binary under test (from the PTO_PAR environment variable that
 // meson sets for the test).

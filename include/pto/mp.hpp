@@ -1,0 +1,317 @@
+// pto::mp — torch.multiprocessing.spawn semantics inside one process.
+//
+// spawn() runs fn(rank) for rank = 0..nprocs-1 as cooperative coroutines
+// ("ranks") on the calling thread. Each rank has its own mmap'd stack with a
+// guard page below it. Ranks run round-robin in rank order: a rank runs until it
+// reaches a suspension point — yield(), barrier(), a collective, send()/recv() —
+// and then the next rank of the round runs. Between rounds the spawning thread
+// completes what the round made ready: matched send/recv pairs first, in the
+// order they matched, then the collective every rank has arrived at. Nothing is
+// preemptive and nothing is random, so a run is reproducible.
+//
+//     pto::mp::spawn([](int rank) {
+//         std::vector<double> grad(4, rank + 1.0);
+//         pto::mp::all_reduce(std::span(grad));   // every grad[i] == 10.0
+//         auto names = pto::mp::all_gather(std::to_string(rank));
+//         pto::mp::barrier();
+//     }, 4);
+//
+// Failure follows torch and its reference emulation: the first rank whose body
+// throws ends the spawn at once. Every other rank that has started is unwound on
+// its own stack — its destructors run — by an exception that does not derive from
+// std::exception; ranks that never started never run. A rank that swallows that
+// exception with catch (...) gets it again at its next suspension point, except
+// while it is already unwinding (std::uncaught_exceptions() > 0): there the
+// suspension point returns at once without communicating. spawn then throws
+// SpawnError, whose errors() hold the root cause only: what escaped a rank while
+// it was being unwound is not a root cause.
+//
+// Each rank has its own C++ exception state (the exception a `throw;` rethrows,
+// std::uncaught_exceptions()) and its own x87/SSE control words. The fast context
+// switch does not save the signal mask: ranks share the thread's.
+//
+// Stack overflow hits the guard page and ends the process with SIGSEGV. Each
+// rank costs two kernel memory mappings, so vm.max_map_count (usually 65530)
+// bounds the number of ranks near 30,000; spawn checks this before it starts.
+// The fibers are announced to AddressSanitizer and, when built with the valgrind
+// header, their stacks to valgrind.
+//
+// Using get_rank() and the other in-rank functions outside a rank, or calling
+// spawn() or SpawnContext::join() inside one, throws std::logic_error. One thread
+// may hold several unjoined contexts; each has its own ranks and collectives.
+#pragma once
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+namespace pto::mp {
+
+enum class ReduceOp { sum, product, min, max };
+
+struct SpawnOptions {
+    // Usable stack of each rank, rounded up to whole pages; the guard page comes
+    // on top. At least 16 KiB. Memory is committed only as the rank touches it.
+    std::size_t stack_bytes = 256 * 1024;
+    // false: spawn returns without running any rank; SpawnContext::join() runs them.
+    bool join = true;
+};
+
+// A spawn ended because a rank's body threw.
+// what(): "spawn failed on ranks [1]: rank 1 raised <what() of its exception>".
+class SpawnError : public std::runtime_error {
+public:
+    using Errors = std::map<int, std::exception_ptr>;  // rank -> what escaped it
+
+    SpawnError(const std::string& message, Errors errors);
+
+    // The root-cause ranks only (usually one); empty for a DeadlockError.
+    const Errors& errors() const noexcept { return *errors_; }
+
+private:
+    // Shared so that copying the exception cannot throw.
+    std::shared_ptr<const Errors> errors_;
+};
+
+// A full round made no progress while ranks remained. what() names each blocked
+// rank (ranges when many wait on the same thing) and what it waits on:
+//     rank 2: barrier #5 (3 of 4 arrived)
+// Every rank was unwound before this was thrown.
+class DeadlockError : public SpawnError {
+public:
+    explicit DeadlockError(const std::string& message);
+};
+
+namespace detail {
+class World;
+}
+
+// The ranks of one spawn. Move-only. Destroying a context that was never joined
+// discards its ranks: none of them runs.
+class SpawnContext {
+public:
+    SpawnContext(SpawnContext&&) noexcept;
+    SpawnContext& operator=(SpawnContext&&) noexcept;
+    ~SpawnContext();
+
+    // Runs the ranks to completion, like torch's ProcessContext.join() without a
+    // timeout. Throws SpawnError or DeadlockError as spawn() does; once it has
+    // returned or thrown, further calls return at once.
+    void join();
+
+private:
+    explicit SpawnContext(std::unique_ptr<detail::World> world) noexcept;
+    friend SpawnContext spawn(std::function<void(int)>, int, SpawnOptions);
+
+    std::unique_ptr<detail::World> world_;
+};
+
+// Runs fn(rank) on nprocs ranks. With options.join (the default) it returns after
+// every rank has returned, or throws SpawnError / DeadlockError; otherwise it
+// returns a context to join() later. Throws std::invalid_argument for an empty
+// fn, a negative nprocs or a stack below 16 KiB, std::system_error or
+// std::runtime_error when the stacks cannot be mapped (the message says why and
+// names vm.max_map_count where it is the limit).
+SpawnContext spawn(std::function<void(int rank)> fn, int nprocs, SpawnOptions options = {});
+
+// torch's args=(...): each rank calls fn(rank, a...) on its own copy of args, as
+// a separate process would receive its own.
+template <class Fn, class... Args>
+    requires std::invocable<Fn&, int, Args&...> && std::copy_constructible<Fn> &&
+             (std::copy_constructible<Args> && ...)
+SpawnContext spawn(Fn fn, std::tuple<Args...> args, int nprocs, SpawnOptions options = {})
+{
+    return spawn(
+        [fn = std::move(fn), args = std::move(args)](int rank) mutable {
+            auto own = args;
+            std::apply([&](Args&... a) { std::invoke(fn, rank, a...); }, own);
+        },
+        nprocs, options);
+}
+
+// --- Inside a rank ---------------------------------------------------------------
+
+int get_rank();
+int get_world_size();
+
+// Lets the other ranks run; this rank resumes in the next round.
+void yield();
+
+// Returns once every rank of the spawn has called barrier().
+void barrier();
+
+// Collectives take part in one sequence shared by all ranks: the k-th collective
+// call of every rank must be the same call (kind, element type, size, op or
+// src); a rank that differs fails the spawn with a message naming the ranks.
+// Buffers belong to their rank and must not overlap between ranks.
+
+namespace detail {
+
+enum class Kind : unsigned char { barrier, all_reduce, broadcast, all_gather };
+
+// One rank's part in a collective; lives on that rank's stack until it completes.
+struct Part {
+    Kind kind = Kind::barrier;
+    const std::type_info* type = nullptr;
+    std::size_t count = 0;
+    ReduceOp op = ReduceOp::sum;
+    int root = 0;
+    void* data = nullptr;
+    // Run once by the spawning thread when all ranks have arrived, with every
+    // rank's part in rank order; must not throw.
+    void (*complete)(std::span<Part* const> parts) noexcept = nullptr;
+    // For results too general to be written by `complete`: the first rank to
+    // arrive makes a store shared by all, each rank fills its slot on its own
+    // stack (where a throwing copy fails that rank) and reads the whole after.
+    std::shared_ptr<void> (*make_store)(int nprocs) = nullptr;
+    std::shared_ptr<void> store{};
+};
+
+// One side of a send/recv pair.
+struct Message {
+    const std::type_info* type = nullptr;
+    std::size_t count = 0;
+    const void* in = nullptr;  // the sender's data
+    void* out = nullptr;       // the receiver's buffer
+    void (*copy)(const void* in, void* out, std::size_t count) noexcept = nullptr;
+};
+
+// false: this rank is being unwound and must return without communicating.
+bool arrive(Part& part);
+bool await();
+void send(Message& message, int dst);
+void recv(Message& message, int src);
+
+template <class T>
+T combine(T a, T b, ReduceOp op) noexcept
+{
+    switch (op) {
+    case ReduceOp::sum: return static_cast<T>(a + b);
+    case ReduceOp::product: return static_cast<T>(a * b);
+    case ReduceOp::min: return b < a ? b : a;
+    case ReduceOp::max: return a < b ? b : a;
+    }
+    return a;
+}
+
+// Reduces in rank order, so floating-point results do not depend on who
+// arrived first.
+template <class T>
+void reduce_parts(std::span<Part* const> parts) noexcept
+{
+    T* acc = static_cast<T*>(parts[0]->data);
+    const std::size_t n = parts[0]->count;
+    for (std::size_t r = 1; r < parts.size(); ++r) {
+        const T* in = static_cast<const T*>(parts[r]->data);
+        for (std::size_t i = 0; i < n; ++i) acc[i] = combine(acc[i], in[i], parts[0]->op);
+    }
+    for (std::size_t r = 1; r < parts.size(); ++r)
+        std::copy_n(acc, n, static_cast<T*>(parts[r]->data));
+}
+
+template <class T>
+void broadcast_parts(std::span<Part* const> parts) noexcept
+{
+    const Part& src = *parts[static_cast<std::size_t>(parts[0]->root)];
+    for (Part* p : parts)
+        if (p != &src) std::copy_n(static_cast<const T*>(src.data), src.count, static_cast<T*>(p->data));
+}
+
+template <class T>
+void copy_elements(const void* in, void* out, std::size_t count) noexcept
+{
+    std::copy_n(static_cast<const T*>(in), count, static_cast<T*>(out));
+}
+
+template <class T>
+concept Reducible = std::is_arithmetic_v<T> && !std::is_same_v<T, bool> && !std::is_const_v<T>;
+
+template <class T>
+concept Transferable = std::is_nothrow_copy_assignable_v<T>;
+
+}  // namespace detail
+
+// Every rank's data becomes the element-wise op over all ranks' data.
+template <detail::Reducible T, std::size_t Extent = std::dynamic_extent>
+void all_reduce(std::span<T, Extent> data, ReduceOp op = ReduceOp::sum)
+{
+    detail::Part part{.kind = detail::Kind::all_reduce,
+                      .type = &typeid(T),
+                      .count = data.size(),
+                      .op = op,
+                      .data = data.data(),
+                      .complete = &detail::reduce_parts<T>};
+    if (detail::arrive(part)) detail::await();
+}
+
+// Every rank's data becomes rank src's.
+template <class T, std::size_t Extent = std::dynamic_extent>
+    requires detail::Transferable<T>
+void broadcast(std::span<T, Extent> data, int src)
+{
+    detail::Part part{.kind = detail::Kind::broadcast,
+                      .type = &typeid(T),
+                      .count = data.size(),
+                      .root = src,
+                      .data = data.data(),
+                      .complete = &detail::broadcast_parts<T>};
+    if (detail::arrive(part)) detail::await();
+}
+
+// Every rank's value, indexed by rank.
+template <std::copy_constructible T>
+std::vector<T> all_gather(const T& value)
+{
+    using Slots = std::vector<std::optional<T>>;
+    detail::Part part{.kind = detail::Kind::all_gather,
+                      .type = &typeid(T),
+                      .count = 1,
+                      .make_store = [](int nprocs) -> std::shared_ptr<void> {
+                          return std::make_shared<Slots>(static_cast<std::size_t>(nprocs));
+                      }};
+    if (!detail::arrive(part)) return {};
+    Slots& slots = *static_cast<Slots*>(part.store.get());
+    slots[static_cast<std::size_t>(get_rank())].emplace(value);
+    if (!detail::await()) return {};
+    std::vector<T> gathered;
+    gathered.reserve(slots.size());
+    for (const auto& slot : slots) gathered.push_back(*slot);
+    return gathered;
+}
+
+// Point to point, blocking until the matching recv()/send() has copied the data.
+// Pairs match in call order per (sender, receiver); element type and count must
+// agree, or the spawn fails naming both ranks.
+template <class T, std::size_t Extent = std::dynamic_extent>
+    requires detail::Transferable<std::remove_const_t<T>>
+void send(std::span<T, Extent> data, int dst)
+{
+    detail::Message message{.type = &typeid(std::remove_const_t<T>), .count = data.size(), .in = data.data()};
+    detail::send(message, dst);
+}
+
+template <class T, std::size_t Extent = std::dynamic_extent>
+    requires detail::Transferable<T>
+void recv(std::span<T, Extent> data, int src)
+{
+    detail::Message message{.type = &typeid(T),
+                            .count = data.size(),
+                            .out = data.data(),
+                            .copy = &detail::copy_elements<T>};
+    detail::recv(message, src);
+}
+
+}  // namespace pto::mp

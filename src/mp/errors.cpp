@@ -1,0 +1,14 @@
+#include <pto/mp.hpp>
+
+#include <utility>
+
+namespace pto::mp {
+
+SpawnError::SpawnError(const std::string& message, Errors errors)
+    : std::runtime_error(message), errors_(std::make_shared<const Errors>(std::move(errors)))
+{
+}
+
+DeadlockError::DeadlockError(const std::string& message) : SpawnError(message, {}) {}
+
+}  // namespace pto::mp

@@ -1,0 +1,121 @@
+// The public edge of pto::mp: arguments are checked and outcomes become
+// exceptions here; inside, failures are values.
+#include "mp/messages.hpp"
+#include "mp/world.hpp"
+
+#include <pto/mp.hpp>
+
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+#include <variant>
+
+namespace pto::mp {
+
+namespace {
+
+constexpr std::size_t min_stack_bytes = 16 * 1024;
+
+[[noreturn]] void throw_error(const Error& error)
+{
+    if (error.sys_errno != 0) throw std::system_error(error.sys_errno, std::generic_category(), error.message);
+    throw std::runtime_error(error.message);
+}
+
+[[noreturn]] void throw_failure(const detail::Failed& failed)
+{
+    const std::string rank = std::to_string(failed.rank);
+    throw SpawnError("spawn failed on ranks [" + rank + "]: rank " + rank + " raised " +
+                         detail::describe_exception(failed.error),
+                     {{failed.rank, failed.error}});
+}
+
+void refuse_inside_rank(const char* what)
+{
+    if (detail::World::in_rank())
+        throw std::logic_error(std::string("pto::mp::") + what + " called inside a rank; ranks cannot spawn ranks");
+}
+
+}  // namespace
+
+SpawnContext::SpawnContext(std::unique_ptr<detail::World> world) noexcept : world_(std::move(world)) {}
+SpawnContext::SpawnContext(SpawnContext&&) noexcept = default;
+SpawnContext& SpawnContext::operator=(SpawnContext&&) noexcept = default;
+SpawnContext::~SpawnContext() = default;
+
+void SpawnContext::join()
+{
+    refuse_inside_rank("SpawnContext::join()");
+    if (!world_) return;
+    const detail::Outcome outcome = world_->run();
+    world_.reset();  // unmap the stacks before anything is thrown
+    if (const auto* failed = std::get_if<detail::Failed>(&outcome)) throw_failure(*failed);
+    if (const auto* deadlock = std::get_if<detail::Deadlocked>(&outcome)) throw DeadlockError(deadlock->report);
+}
+
+SpawnContext spawn(std::function<void(int)> fn, int nprocs, SpawnOptions options)
+{
+    refuse_inside_rank("spawn()");
+    if (!fn) throw std::invalid_argument("pto::mp::spawn: fn is empty");
+    if (nprocs < 0) throw std::invalid_argument("pto::mp::spawn: nprocs is " + std::to_string(nprocs));
+    if (options.stack_bytes < min_stack_bytes)
+        throw std::invalid_argument("pto::mp::spawn: stack_bytes is " + std::to_string(options.stack_bytes) +
+                                    ", below the minimum of 16 KiB");
+    auto world = detail::World::create(std::move(fn), nprocs, options.stack_bytes, detail::default_switch());
+    if (!world) throw_error(world.error());
+    SpawnContext context(std::move(*world));
+    if (options.join) context.join();
+    return context;
+}
+
+int get_rank()
+{
+    return detail::World::current("get_rank").id;
+}
+
+int get_world_size()
+{
+    return detail::World::current("get_world_size").world->size();
+}
+
+void yield()
+{
+    detail::Rank& me = detail::World::current("yield");
+    me.world->yield(me);
+}
+
+void barrier()
+{
+    detail::Part part{.kind = detail::Kind::barrier};
+    if (detail::arrive(part)) detail::await();
+}
+
+namespace detail {
+
+bool arrive(Part& part)
+{
+    Rank& me = World::current(kind_name(part.kind));
+    return me.world->arrive(me, part);
+}
+
+bool await()
+{
+    Rank& me = World::current("await");
+    return me.world->await(me);
+}
+
+void send(Message& message, int dst)
+{
+    Rank& me = World::current("send");
+    me.world->send(me, message, dst);
+}
+
+void recv(Message& message, int src)
+{
+    Rank& me = World::current("recv");
+    me.world->recv(me, message, src);
+}
+
+}  // namespace detail
+
+}  // namespace pto::mp

@@ -1,0 +1,149 @@
+#include "mp/stack.hpp"
+
+#include "mp/annotations.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <utility>
+
+namespace pto::mp::detail {
+
+namespace {
+
+// The guard page splits each stack into two mappings.
+constexpr std::size_t maps_per_stack = 2;
+
+// Left for the rest of the process (malloc arenas, libraries loaded later).
+constexpr std::size_t spare_maps = 1024;
+
+std::string kib(std::size_t bytes)
+{
+    return std::to_string(bytes / 1024) + " KiB";
+}
+
+Error map_error(const char* call, std::size_t usable_bytes, int err)
+{
+    return sys_error(std::string(call) + " of a " + kib(usable_bytes) +
+                         " rank stack (each takes 2 of the vm.max_map_count mappings)",
+                     err);
+}
+
+// -1 when the file is unreadable, as in a container without /proc.
+long read_number(const char* path)
+{
+    std::ifstream in(path);
+    long value = -1;
+    if (!(in >> value)) return -1;
+    return value;
+}
+
+long count_lines(const char* path)
+{
+    std::ifstream in(path);
+    if (!in) return -1;
+    return std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
+}
+
+}  // namespace
+
+std::size_t page_size() noexcept
+{
+    static const std::size_t size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    return size;
+}
+
+std::size_t round_to_pages(std::size_t bytes) noexcept
+{
+    const std::size_t page = page_size();
+    return (bytes + page - 1) / page * page;
+}
+
+Expected<void> check_map_budget(std::size_t stacks)
+{
+    const long limit = read_number("/proc/sys/vm/max_map_count");
+    if (limit <= 0) return {};  // unknown: mmap's own failure will name the limit
+    const std::size_t need = stacks * maps_per_stack;
+    const auto max = static_cast<std::size_t>(limit);
+    // Reading /proc/self/maps costs more than a small spawn; only a spawn that
+    // takes a good share of the limit can be the one that crosses it.
+    if (need <= max / 4) return {};
+    const long counted = count_lines("/proc/self/maps");
+    const std::size_t in_use = counted < 0 ? 0 : static_cast<std::size_t>(counted);
+    if (in_use + need + spare_maps <= max) return {};
+    return fail("cannot spawn " + std::to_string(stacks) + " ranks: their guarded stacks need " +
+                std::to_string(need) + " memory mappings, the process already has " +
+                std::to_string(in_use) + " and vm.max_map_count is " + std::to_string(max) +
+                "; raise it (sysctl -w vm.max_map_count=" + std::to_string(in_use + need + spare_maps) +
+                ") or spawn fewer ranks");
+}
+
+Expected<Stack> Stack::map(std::size_t usable_bytes)
+{
+    const std::size_t page = page_size();
+    const std::size_t total = usable_bytes + page;
+    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) return tl::unexpected(map_error("mmap", usable_bytes, errno));
+    if (mprotect(p, page, PROT_NONE) != 0) {
+        // Usually ENOMEM: splitting the mapping crossed vm.max_map_count.
+        const int err = errno;
+        munmap(p, total);
+        return tl::unexpected(map_error("mprotect of the guard page", usable_bytes, err));
+    }
+    Stack stack;
+    stack.base_ = static_cast<std::byte*>(p);
+    stack.mapped_ = total;
+    const auto usable = stack.usable();
+    stack.valgrind_id_ = valgrind_register_stack(usable.data(), usable.data() + usable.size());
+    return stack;
+}
+
+Stack::Stack(Stack&& other) noexcept
+    : base_(std::exchange(other.base_, nullptr)),
+      mapped_(std::exchange(other.mapped_, 0)),
+      valgrind_id_(std::exchange(other.valgrind_id_, 0))
+{
+}
+
+Stack& Stack::operator=(Stack&& other) noexcept
+{
+    if (this != &other) {
+        release();
+        base_ = std::exchange(other.base_, nullptr);
+        mapped_ = std::exchange(other.mapped_, 0);
+        valgrind_id_ = std::exchange(other.valgrind_id_, 0);
+    }
+    return *this;
+}
+
+Stack::~Stack()
+{
+    release();
+}
+
+std::span<std::byte> Stack::usable() const noexcept
+{
+    if (base_ == nullptr) return {};
+    return {base_ + page_size(), mapped_ - page_size()};
+}
+
+void Stack::release() noexcept
+{
+    if (base_ == nullptr) return;
+    const auto usable = this->usable();
+    valgrind_deregister_stack(valgrind_id_);
+    asan_unpoison(usable.data(), usable.size());
+    // Unmapping exactly what mmap returned splits nothing, so neither EINVAL
+    // nor vm.max_map_count's ENOMEM can happen.
+    [[maybe_unused]] const int rc = munmap(base_, mapped_);
+    assert(rc == 0);
+    base_ = nullptr;
+}
+
+}  // namespace pto::mp::detail

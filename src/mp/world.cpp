@@ -1,0 +1,209 @@
+#include "mp/world.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <exception>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+
+namespace pto::mp::detail {
+
+namespace {
+
+thread_local Rank* running = nullptr;  // null on the spawning thread's own stack
+
+bool by_rank(const Rank* a, const Rank* b)
+{
+    return a->id < b->id;
+}
+
+}  // namespace
+
+World::World(std::function<void(int)> fn, int nprocs)
+    : fn_(std::move(fn)), nprocs_(nprocs), ranks_(static_cast<std::size_t>(nprocs))
+{
+    // Reserved once, so that nothing the scheduler does between two switches
+    // can fail for want of memory.
+    const auto n = static_cast<std::size_t>(nprocs);
+    round_.reserve(n);
+    yielded_.reserve(n);
+    woken_.reserve(n);
+    matches_.reserve(n / 2);
+    collective_.parts.assign(n, nullptr);
+}
+
+Expected<std::unique_ptr<World>> World::create(std::function<void(int)> fn, int nprocs,
+                                               std::size_t stack_bytes, SwitchKind kind)
+{
+    const auto n = static_cast<std::size_t>(nprocs);
+    if (auto budget = check_map_budget(n); !budget) return tl::unexpected(budget.error());
+    std::unique_ptr<World> world(new World(std::move(fn), nprocs));
+    world->main_.adopt_thread(kind);
+    const std::size_t usable = round_to_pages(stack_bytes);
+    for (int id = 0; id < nprocs; ++id) {
+        Rank& rank = world->ranks_[static_cast<std::size_t>(id)];
+        rank.world = world.get();
+        rank.id = id;
+        auto stack = Stack::map(usable);
+        if (!stack) return tl::unexpected(stack.error());
+        rank.stack = std::move(*stack);
+        if (auto ok = rank.context.prepare(kind, rank.stack.usable(), &World::rank_main, &rank); !ok)
+            return tl::unexpected(ok.error());
+        world->yielded_.push_back(&rank);  // the first round runs every rank
+    }
+    return world;
+}
+
+World::~World()
+{
+    unwind_started_ranks();
+}
+
+Rank& World::current(const char* caller)
+{
+    if (running == nullptr)
+        throw std::logic_error(std::string("pto::mp::") + caller + "() called outside a rank");
+    return *running;
+}
+
+bool World::in_rank() noexcept
+{
+    return running != nullptr;
+}
+
+Outcome World::run()
+{
+    for (;;) {
+        drain();
+        std::sort(woken_.begin(), woken_.end(), by_rank);
+        round_.clear();
+        std::merge(yielded_.begin(), yielded_.end(), woken_.begin(), woken_.end(), std::back_inserter(round_),
+                   by_rank);
+        yielded_.clear();
+        woken_.clear();
+        if (round_.empty()) {
+            if (finished_ == nprocs_) return Completed{};
+            Deadlocked deadlock{deadlock_report()};
+            unwind_started_ranks();
+            return deadlock;
+        }
+        // The ranks of the round pass control straight to one another; only the
+        // last comes back here.
+        position_ = 0;
+        main_.switch_to(round_.front()->context);
+        running = nullptr;
+        if (failure_) {
+            unwind_started_ranks();
+            return *failure_;
+        }
+    }
+}
+
+Context& World::rank_main(void* arg) noexcept
+{
+    Rank& me = *static_cast<Rank*>(arg);
+    running = &me;
+    me.started = true;
+    World& world = *me.world;
+    world.run_body(me);
+    me.state = Rank::State::finished;
+    ++world.finished_;
+    return world.next_context();
+}
+
+void World::run_body(Rank& me) noexcept
+{
+    try {
+        fn_(me.id);
+    } catch (const RankKilled&) {
+        // Unwound because the spawn ended; not an error of this rank.
+    } catch (...) {
+        // Only the first failure ends the spawn; anything that escapes a rank
+        // being unwound is a consequence of it.
+        if (!me.killed && !stopping_) {
+            failure_ = Failed{me.id, std::current_exception()};
+            stopping_ = true;
+        }
+    }
+}
+
+Context& World::next_context() noexcept
+{
+    if (!stopping_ && ++position_ < round_.size()) return round_[position_]->context;
+    return main_;
+}
+
+void World::switch_away(Rank& me) noexcept
+{
+    me.context.switch_to(next_context());
+    running = &me;
+}
+
+// A rank being unwound never suspends again. Outside unwinding it gets the kill
+// (again, if it swallowed it with catch (...)); in a destructor run by unwinding,
+// a throw would terminate the program, so the suspension point returns at once.
+bool World::may_suspend(Rank& me)
+{
+    if (!me.killed) return true;
+    if (std::uncaught_exceptions() == 0) throw RankKilled{};
+    return false;
+}
+
+void World::yield(Rank& me)
+{
+    if (!may_suspend(me)) return;
+    yielded_.push_back(&me);
+    switch_away(me);
+    may_suspend(me);
+}
+
+bool World::block(Rank& me)
+{
+    me.state = Rank::State::blocked;
+    switch_away(me);
+    me.wait = Rank::Wait::nothing;
+    return may_suspend(me);
+}
+
+void World::wake(Rank& rank)
+{
+    rank.state = Rank::State::ready;
+    woken_.push_back(&rank);
+}
+
+// The seed's _drain_pending: send/recv pairs first, in the order they matched,
+// then the collective, if every rank has arrived. One pass suffices: finishing
+// either only wakes ranks, and only running ranks create new work.
+void World::drain() noexcept
+{
+    for (auto [sender, receiver] : matches_) {
+        receiver->message->copy(sender->message->in, receiver->message->out, receiver->message->count);
+        wake(*sender);
+        wake(*receiver);
+    }
+    matches_.clear();
+    if (collective_.first != nullptr && collective_.arrived == nprocs_) complete_collective();
+}
+
+void World::unwind_started_ranks() noexcept
+{
+    stopping_ = true;
+    // The parts and messages live on the stacks about to be unwound.
+    matches_.clear();
+    std::fill(collective_.parts.begin(), collective_.parts.end(), nullptr);
+    collective_.first = nullptr;
+    collective_.arrived = 0;
+    collective_.store.reset();
+    for (Rank& rank : ranks_) {
+        if (!rank.started || rank.state == Rank::State::finished) continue;
+        rank.killed = true;
+        // It throws RankKilled where it was suspended and comes back here when
+        // its body has been left.
+        main_.switch_to(rank.context);
+        running = nullptr;
+        assert(rank.state == Rank::State::finished);
+    }
+}
+
+}  // namespace pto::mp::detail

@@ -1,0 +1,252 @@
+#include "support.hpp"
+
+#include <doctest/doctest.h>
+#include <pto/mp.hpp>
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace mp = pto::mp;
+using mp_test::spawn_failure;
+
+TEST_SUITE("mp.collectives")
+{
+    TEST_CASE("barrier releases no rank before all have arrived")
+    {
+        constexpr int n = 5;
+        int arrived = 0;
+        std::vector<int> seen;
+        mp::spawn(
+            [&](int rank) {
+                for (int round = 1; round <= 3; ++round) {
+                    for (int i = 0; i < rank; ++i) mp::yield();  // arrive in a scrambled order
+                    ++arrived;
+                    mp::barrier();
+                    seen.push_back(arrived);
+                    mp::barrier();
+                }
+            },
+            n);
+        CHECK(seen == std::vector<int>{5, 5, 5, 5, 5, 10, 10, 10, 10, 10, 15, 15, 15, 15, 15});
+    }
+
+    TEST_CASE("all_reduce: sum, product, min and max")
+    {
+        std::vector<std::array<long, 3>> sum(4), product(4), min(4), max(4);
+        std::vector<std::array<double, 2>> dsum(4);
+        mp::spawn(
+            [&](int rank) {
+                const auto r = static_cast<std::size_t>(rank);
+                sum[r] = {rank, 10 * rank, 1};
+                mp::all_reduce(std::span(sum[r]));
+                product[r] = {rank + 1, 2, -1};
+                mp::all_reduce(std::span(product[r]), mp::ReduceOp::product);
+                min[r] = {rank, 3 - rank, rank == 2 ? -5 : 7};
+                mp::all_reduce(std::span(min[r]), mp::ReduceOp::min);
+                max[r] = {rank, 3 - rank, rank == 2 ? -5 : 7};
+                mp::all_reduce(std::span(max[r]), mp::ReduceOp::max);
+                dsum[r] = {0.5 * rank, -1.0};
+                mp::all_reduce(std::span(dsum[r]));
+            },
+            4);
+        for (std::size_t r = 0; r < 4; ++r) {
+            CHECK(sum[r] == std::array<long, 3>{6, 60, 4});
+            CHECK(product[r] == std::array<long, 3>{24, 16, 1});
+            CHECK(min[r] == std::array<long, 3>{0, 0, -5});
+            CHECK(max[r] == std::array<long, 3>{3, 3, 7});
+            CHECK(dsum[r] == std::array<double, 2>{3.0, -4.0});
+        }
+    }
+
+    TEST_CASE("all_reduce adds in rank order, whatever order the ranks arrive in")
+    {
+        // 1e16 + 1 rounds back to 1e16: only the rank-order sum gives 0.
+        const double values[3] = {1e16, 1.0, -1e16};
+        std::vector<double> results(3);
+        mp::spawn(
+            [&](int rank) {
+                for (int i = 0; i < 2 - rank; ++i) mp::yield();  // rank 2 arrives first
+                double v[1] = {values[rank]};
+                mp::all_reduce(std::span(v));
+                results[static_cast<std::size_t>(rank)] = v[0];
+            },
+            3);
+        CHECK(results == std::vector<double>{0.0, 0.0, 0.0});
+    }
+
+    TEST_CASE("broadcast copies the source rank's data to every rank")
+    {
+        std::vector<std::array<int, 3>> data(4);
+        mp::spawn(
+            [&](int rank) {
+                auto& mine = data[static_cast<std::size_t>(rank)];
+                mine = {rank, rank * 2, rank * 3};
+                mp::broadcast(std::span(mine), 2);
+            },
+            4);
+        for (const auto& d : data) CHECK(d == std::array<int, 3>{2, 4, 6});
+    }
+
+    TEST_CASE("all_gather returns every rank's value by rank, also for types that allocate")
+    {
+        std::vector<std::vector<int>> ints(3);
+        std::vector<std::vector<std::string>> names(3);
+        mp::spawn(
+            [&](int rank) {
+                const auto r = static_cast<std::size_t>(rank);
+                for (int i = 0; i < rank; ++i) mp::yield();
+                ints[r] = mp::all_gather(rank * rank);
+                names[r] = mp::all_gather(std::string(20, static_cast<char>('a' + rank)));
+            },
+            3);
+        const std::vector<std::string> expected{std::string(20, 'a'), std::string(20, 'b'), std::string(20, 'c')};
+        for (std::size_t r = 0; r < 3; ++r) {
+            CHECK(ints[r] == std::vector<int>{0, 1, 4});
+            CHECK(names[r] == expected);
+        }
+    }
+
+    TEST_CASE("a single rank is its own world")
+    {
+        int v[2] = {3, 4};
+        int gathered = 0;
+        mp::spawn(
+            [&](int) {
+                mp::barrier();
+                mp::all_reduce(std::span(v), mp::ReduceOp::product);
+                mp::broadcast(std::span(v), 0);
+                gathered = static_cast<int>(mp::all_gather(v[0]).size());
+            },
+            1);
+        CHECK(v[0] == 3);
+        CHECK(v[1] == 4);
+        CHECK(gathered == 1);
+    }
+
+    TEST_CASE("send and recv pair up and copy the data")
+    {
+        // A ring: even ranks send first, odd ranks receive first.
+        constexpr int n = 4;
+        std::vector<std::array<int, 2>> received(n);
+        mp::spawn(
+            [&](int rank) {
+                const std::array<int, 2> mine{rank, rank * 100};
+                auto& in = received[static_cast<std::size_t>(rank)];
+                const int next = (rank + 1) % n;
+                const int previous = (rank + n - 1) % n;
+                if (rank % 2 == 0) {
+                    mp::send(std::span(mine), next);
+                    mp::recv(std::span(in), previous);
+                } else {
+                    mp::recv(std::span(in), previous);
+                    mp::send(std::span(mine), next);
+                }
+            },
+            n);
+        CHECK(received == std::vector<std::array<int, 2>>{{3, 300}, {0, 0}, {1, 100}, {2, 200}});
+    }
+
+    TEST_CASE("mismatched collectives fail the spawn naming the ranks")
+    {
+        const auto all_reduce = [](int count, mp::ReduceOp op) {
+            std::vector<int> v(static_cast<std::size_t>(count));
+            mp::all_reduce(std::span(v), op);
+        };
+        SUBCASE("different op")
+        {
+            CHECK(spawn_failure([&](int rank) { all_reduce(4, rank == 2 ? mp::ReduceOp::max : mp::ReduceOp::sum); },
+                                4) ==
+                  "spawn failed on ranks [2]: rank 2 raised mismatched collectives at step 1: ranks 0-1 called "
+                  "all_reduce(4 x int, sum), rank 2 called all_reduce(4 x int, max)");
+        }
+        SUBCASE("different size")
+        {
+            CHECK(spawn_failure([&](int rank) { all_reduce(rank == 1 ? 8 : 4, mp::ReduceOp::sum); }, 3) ==
+                  "spawn failed on ranks [1]: rank 1 raised mismatched collectives at step 1: rank 0 called "
+                  "all_reduce(4 x int, sum), rank 1 called all_reduce(8 x int, sum)");
+        }
+        SUBCASE("different order")
+        {
+            CHECK(spawn_failure(
+                      [&](int rank) {
+                          mp::barrier();
+                          if (rank == 1) {
+                              all_reduce(2, mp::ReduceOp::sum);
+                              mp::barrier();
+                          } else {
+                              mp::barrier();
+                              all_reduce(2, mp::ReduceOp::sum);
+                          }
+                      },
+                      2) ==
+                  "spawn failed on ranks [1]: rank 1 raised mismatched collectives at step 2: rank 0 called "
+                  "barrier, rank 1 called all_reduce(2 x int, sum)");
+        }
+        SUBCASE("different root")
+        {
+            CHECK(spawn_failure(
+                      [&](int rank) {
+                          int v[1] = {rank};
+                          mp::broadcast(std::span(v), rank == 3 ? 1 : 0);
+                      },
+                      4) ==
+                  "spawn failed on ranks [3]: rank 3 raised mismatched collectives at step 1: ranks 0-2 called "
+                  "broadcast(1 x int, src 0), rank 3 called broadcast(1 x int, src 1)");
+        }
+        SUBCASE("different element type")
+        {
+            CHECK(spawn_failure(
+                      [&](int rank) {
+                          if (rank == 0) {
+                              double v[1] = {};
+                              mp::all_reduce(std::span(v));
+                          } else {
+                              (void)mp::all_gather(rank);
+                          }
+                      },
+                      2) ==
+                  "spawn failed on ranks [1]: rank 1 raised mismatched collectives at step 1: rank 0 called "
+                  "all_reduce(1 x double, sum), rank 1 called all_gather(int)");
+        }
+    }
+
+    TEST_CASE("mismatched send and recv fail the spawn naming both ranks")
+    {
+        CHECK(spawn_failure(
+                  [](int rank) {
+                      if (rank == 0) {
+                          int v[4] = {};
+                          mp::send(std::span(v), 1);
+                      } else {
+                          mp::yield();
+                          int v[8] = {};
+                          mp::recv(std::span(v), 0);
+                      }
+                  },
+                  2) == "spawn failed on ranks [1]: rank 1 raised mismatched send/recv: rank 1 receives 8 x int from "
+                        "rank 0, which sends 4 x int");
+    }
+
+    TEST_CASE("a peer or source that is not a rank is the caller's error")
+    {
+        CHECK(spawn_failure(
+                  [](int) {
+                      int v[1] = {};
+                      mp::broadcast(std::span(v), 5);
+                  },
+                  2) == "spawn failed on ranks [0]: rank 0 raised broadcast: src 5 is not a rank of this spawn (2 ranks)");
+        CHECK(spawn_failure(
+                  [](int rank) {
+                      int v[1] = {};
+                      if (rank == 1) mp::send(std::span(v), 1);
+                  },
+                  2) == "spawn failed on ranks [1]: rank 1 raised send: rank 1 names itself");
+        CHECK(spawn_failure(
+                  [](int) {
+                      int v[1] = {};
+                      mp::recv(std::span(v), -1);
+                  },
+                  2) == "spawn failed on ranks [0]: rank 0 raised recv: rank -1 is not a rank of this spawn (2 ranks)");
+    }
+}

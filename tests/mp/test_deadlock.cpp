@@ -1,0 +1,107 @@
+#include "support.hpp"
+
+#include <doctest/doctest.h>
+#include <pto/mp.hpp>
+
+#include <string>
+#include <vector>
+
+namespace mp = pto::mp;
+using mp_test::Tracked;
+
+namespace {
+
+// what() of the DeadlockError a spawn throws; checks that errors() is empty.
+std::string deadlock(std::function<void(int)> fn, int nprocs)
+{
+    try {
+        mp::spawn(std::move(fn), nprocs);
+    } catch (const mp::DeadlockError& e) {
+        CHECK(e.errors().empty());
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_SUITE("mp.deadlock")
+{
+    TEST_CASE("a barrier a returned rank never reaches: each blocked rank and what it waits on")
+    {
+        int destroyed = 0;
+        const std::string message = deadlock(
+            [&](int rank) {
+                Tracked guard(destroyed);
+                for (int i = 0; i < (rank == 3 ? 4 : 5); ++i) mp::barrier();
+            },
+            4);
+        CHECK(message == "spawn deadlocked: 3 of 4 ranks blocked, none can proceed\n"
+                         "  rank 0: barrier #5 (3 of 4 arrived)\n"
+                         "  rank 1: barrier #5 (3 of 4 arrived)\n"
+                         "  rank 2: barrier #5 (3 of 4 arrived)\n"
+                         "  rank 3: returned");
+        CHECK(destroyed == 4);
+    }
+
+    TEST_CASE("DeadlockError is a SpawnError")
+    {
+        CHECK_THROWS_AS(mp::spawn([](int rank) { if (rank == 0) mp::barrier(); }, 2), mp::SpawnError);
+    }
+
+    TEST_CASE("many ranks are folded into ranges")
+    {
+        const std::string message = deadlock(
+            [](int rank) {
+                if (rank == 10 || rank >= 50) return;
+                int v[4] = {};
+                mp::all_reduce(std::span(v), mp::ReduceOp::max);
+            },
+            100);
+        CHECK(message == "spawn deadlocked: 49 of 100 ranks blocked, none can proceed\n"
+                         "  ranks 0-9,11-49: all_reduce #1 (4 x int, max; 49 of 100 arrived)\n"
+                         "  ranks 10,50-99: returned");
+    }
+
+    TEST_CASE("send/recv waits name the peer")
+    {
+        SUBCASE("every rank sends first")
+        {
+            CHECK(deadlock(
+                      [](int rank) {
+                          int v[1] = {rank};
+                          mp::send(std::span(v), (rank + 1) % 3);
+                          mp::recv(std::span(v), (rank + 2) % 3);
+                      },
+                      3) == "spawn deadlocked: 3 of 3 ranks blocked, none can proceed\n"
+                            "  rank 0: send(1 x int) to rank 1\n"
+                            "  rank 1: send(1 x int) to rank 2\n"
+                            "  rank 2: send(1 x int) to rank 0");
+        }
+        SUBCASE("the peer has returned")
+        {
+            CHECK(deadlock(
+                      [](int rank) {
+                          double v[2] = {};
+                          if (rank == 1) mp::recv(std::span(v), 0);
+                      },
+                      2) == "spawn deadlocked: 1 of 2 ranks blocked, none can proceed\n"
+                            "  rank 0: returned\n"
+                            "  rank 1: recv(2 x double) from rank 0 (rank 0 has returned)");
+        }
+    }
+
+    TEST_CASE("ranks blocked on different things get a line each")
+    {
+        CHECK(deadlock(
+                  [](int rank) {
+                      int v[1] = {};
+                      if (rank == 0) mp::recv(std::span(v), 1);
+                      if (rank == 1) (void)mp::all_gather(rank);
+                  },
+                  3) == "spawn deadlocked: 2 of 3 ranks blocked, none can proceed\n"
+                        "  rank 0: recv(1 x int) from rank 1\n"
+                        "  rank 1: all_gather #1 (int; 1 of 3 arrived)\n"
+                        "  rank 2: returned");
+    }
+}

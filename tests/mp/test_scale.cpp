@@ -1,0 +1,57 @@
+#include "support.hpp"
+
+#include <doctest/doctest.h>
+#include <pto/mp.hpp>
+
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mp = pto::mp;
+
+TEST_SUITE("mp.scale")
+{
+    TEST_CASE("10,000 ranks pass 10 barriers")
+    {
+        constexpr int n = 10'000;
+        constexpr int barriers = 10;
+        std::vector<int> arrivals(barriers, 0);
+        int wrong = 0;
+        int done = 0;
+        mp::spawn(
+            [&](int) {
+                for (std::size_t b = 0; b < barriers; ++b) {
+                    ++arrivals[b];
+                    mp::barrier();
+                    if (arrivals[b] != n) ++wrong;
+                }
+                ++done;
+            },
+            n, {.stack_bytes = 32 * 1024});
+        CHECK(wrong == 0);
+        CHECK(done == n);
+        CHECK(arrivals == std::vector<int>(barriers, n));
+    }
+
+    TEST_CASE("more ranks than vm.max_map_count allows fail before anything runs")
+    {
+        long limit = 0;
+        std::ifstream("/proc/sys/vm/max_map_count") >> limit;
+        if (limit <= 0) {
+            MESSAGE("vm.max_map_count is unreadable here; nothing to check");
+            return;
+        }
+        int runs = 0;
+        const int too_many = static_cast<int>(limit / 2 + 1);
+        try {
+            mp::spawn([&](int) { ++runs; }, too_many, {.stack_bytes = 16 * 1024});
+            FAIL("spawn did not throw");
+        } catch (const std::runtime_error& e) {
+            const std::string message = e.what();
+            CHECK(mp_test::contains(message, "cannot spawn " + std::to_string(too_many) + " ranks"));
+            CHECK(mp_test::contains(message, "vm.max_map_count is " + std::to_string(limit)));
+        }
+        CHECK(runs == 0);
+    }
+}

@@ -1,0 +1,273 @@
+#include "support.hpp"
+
+#include <doctest/doctest.h>
+#include <pto/mp.hpp>
+
+#include <cfenv>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace mp = pto::mp;
+using mp_test::Tracked;
+
+TEST_SUITE("mp.spawn")
+{
+    TEST_CASE("every rank runs fn once with its rank and the world size")
+    {
+        std::vector<int> calls(5, 0);
+        std::vector<int> sizes;
+        mp::spawn(
+            [&](int rank) {
+                CHECK(mp::get_rank() == rank);
+                ++calls.at(static_cast<std::size_t>(rank));
+                sizes.push_back(mp::get_world_size());
+            },
+            5);
+        CHECK(calls == std::vector<int>(5, 1));
+        CHECK(sizes == std::vector<int>(5, 5));
+    }
+
+    TEST_CASE("ranks take turns round-robin in rank order")
+    {
+        std::vector<int> log;
+        mp::spawn(
+            [&](int rank) {
+                for (int step = 0; step < 3; ++step) {
+                    log.push_back(rank * 10 + step);
+                    mp::yield();
+                }
+            },
+            3);
+        CHECK(log == std::vector<int>{0, 10, 20, 1, 11, 21, 2, 12, 22});
+    }
+
+    TEST_CASE("a rank that returns early leaves the others running")
+    {
+        std::vector<int> log;
+        mp::spawn(
+            [&](int rank) {
+                for (int step = 0; step <= rank; ++step) {
+                    log.push_back(rank * 10 + step);
+                    mp::yield();
+                }
+            },
+            3);
+        CHECK(log == std::vector<int>{0, 10, 20, 11, 21, 22});
+    }
+
+    TEST_CASE("the args overload gives each rank its own copy of the arguments")
+    {
+        std::vector<std::string> seen(3);
+        mp::spawn(
+            [&](int rank, std::string& prefix, int& count) {
+                prefix += std::to_string(rank);
+                ++count;
+                mp::yield();
+                seen.at(static_cast<std::size_t>(rank)) = prefix + "/" + std::to_string(count);
+            },
+            std::tuple{std::string("r"), 41}, 3);
+        CHECK(seen == std::vector<std::string>{"r0/42", "r1/42", "r2/42"});
+    }
+
+    TEST_CASE("join=false runs nothing until join(), and join() twice is harmless")
+    {
+        int runs = 0;
+        auto context = mp::spawn(
+            [&](int) {
+                mp::barrier();
+                ++runs;
+            },
+            3, {.join = false});
+        CHECK(runs == 0);
+        context.join();
+        CHECK(runs == 3);
+        context.join();
+        CHECK(runs == 3);
+    }
+
+    TEST_CASE("join=false: join() reports a failure like spawn does")
+    {
+        auto context = mp::spawn(
+            [](int rank) {
+                if (rank == 1) throw std::runtime_error("late");
+            },
+            2, {.join = false});
+        CHECK_THROWS_WITH_AS(context.join(), "spawn failed on ranks [1]: rank 1 raised late", mp::SpawnError);
+        CHECK_NOTHROW(context.join());
+    }
+
+    TEST_CASE("an unjoined context that is destroyed runs no rank")
+    {
+        int runs = 0;
+        {
+            auto context = mp::spawn([&](int) { ++runs; }, 4, {.join = false});
+        }
+        CHECK(runs == 0);
+    }
+
+    TEST_CASE("contexts are independent: each has its own ranks and collectives")
+    {
+        std::vector<int> sums;
+        auto first = mp::spawn(
+            [&](int rank) {
+                int v[1] = {rank};
+                mp::all_reduce(std::span(v));
+                sums.push_back(v[0]);
+            },
+            2, {.join = false});
+        auto second = mp::spawn(
+            [&](int rank) {
+                int v[1] = {rank};
+                mp::all_reduce(std::span(v));
+                sums.push_back(v[0]);
+            },
+            3, {.join = false});
+        second.join();
+        first.join();
+        CHECK(sums == std::vector<int>{3, 3, 3, 1, 1});
+    }
+
+    TEST_CASE("the in-rank functions throw std::logic_error outside a rank")
+    {
+        int data[2] = {1, 2};
+        CHECK_THROWS_AS(mp::get_rank(), std::logic_error);
+        CHECK_THROWS_WITH(mp::get_rank(), "pto::mp::get_rank() called outside a rank");
+        CHECK_THROWS_AS(mp::get_world_size(), std::logic_error);
+        CHECK_THROWS_AS(mp::yield(), std::logic_error);
+        CHECK_THROWS_AS(mp::barrier(), std::logic_error);
+        CHECK_THROWS_AS(mp::all_reduce(std::span(data)), std::logic_error);
+        CHECK_THROWS_AS(mp::broadcast(std::span(data), 0), std::logic_error);
+        CHECK_THROWS_AS(mp::all_gather(1), std::logic_error);
+        CHECK_THROWS_AS(mp::send(std::span(data), 1), std::logic_error);
+        CHECK_THROWS_AS(mp::recv(std::span(data), 1), std::logic_error);
+    }
+
+    TEST_CASE("spawn and join inside a rank throw std::logic_error")
+    {
+        auto outer = mp::spawn([](int) {}, 1, {.join = false});
+        int refused = 0;
+        mp::spawn(
+            [&](int) {
+                try {
+                    mp::spawn([](int) {}, 1);
+                } catch (const std::logic_error&) {
+                    ++refused;
+                }
+                try {
+                    outer.join();
+                } catch (const std::logic_error&) {
+                    ++refused;
+                }
+            },
+            2);
+        CHECK(refused == 4);
+        CHECK_NOTHROW(outer.join());
+    }
+
+    TEST_CASE("bad arguments are std::invalid_argument")
+    {
+        CHECK_THROWS_AS(mp::spawn([](int) {}, -1), std::invalid_argument);
+        CHECK_THROWS_AS(mp::spawn(std::function<void(int)>(), 2), std::invalid_argument);
+        CHECK_THROWS_AS(mp::spawn([](int) {}, 2, {.stack_bytes = 4096}), std::invalid_argument);
+    }
+
+    TEST_CASE("zero ranks is an empty spawn")
+    {
+        int runs = 0;
+        mp::spawn([&](int) { ++runs; }, 0);
+        CHECK(runs == 0);
+    }
+
+    TEST_CASE("stacks have a guard page right below them")
+    {
+        // The stack pointer is in a read-write mapping whose lower neighbour
+        // is an inaccessible page.
+        std::string below;
+        mp::spawn(
+            [&](int) {
+                const auto here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+                FILE* maps = std::fopen("/proc/self/maps", "r");
+                REQUIRE(maps != nullptr);
+                char line[512];
+                std::uintptr_t previous_end = 0;
+                std::string previous_perms;
+                while (std::fgets(line, sizeof line, maps) != nullptr) {
+                    unsigned long start = 0, end = 0;
+                    char perms[8] = {};
+                    if (std::sscanf(line, "%lx-%lx %7s", &start, &end, perms) != 3) continue;
+                    if (here >= start && here < end) {
+                        if (previous_end == start) below = previous_perms;
+                        break;
+                    }
+                    previous_end = end;
+                    previous_perms = perms;
+                }
+                std::fclose(maps);
+            },
+            1, {.stack_bytes = 64 * 1024});
+        CHECK(below == "---p");
+    }
+
+    TEST_CASE("each rank keeps its own floating-point rounding mode")
+    {
+        std::vector<int> modes(2);
+        mp::spawn(
+            [&](int rank) {
+                if (rank == 0) std::fesetround(FE_UPWARD);
+                mp::yield();
+                modes[static_cast<std::size_t>(rank)] = std::fegetround();
+                std::fesetround(FE_TONEAREST);
+            },
+            2);
+        CHECK(modes == std::vector<int>{FE_UPWARD, FE_TONEAREST});
+        CHECK(std::fegetround() == FE_TONEAREST);
+    }
+
+    TEST_CASE("ranks run in a thread whose exception state is the spawner's own")
+    {
+        // spawn called inside a catch block and from a destructor during
+        // unwinding: the ranks see neither, and the spawner keeps both.
+        std::vector<int> uncaught;
+        std::vector<bool> had_current;
+        const auto body = [&](int) {
+            mp::yield();
+            uncaught.push_back(std::uncaught_exceptions());
+            had_current.push_back(std::current_exception() != nullptr);
+        };
+        std::string rethrown;
+        try {
+            throw std::runtime_error("spawner's own");
+        } catch (...) {
+            mp::spawn(body, 2);
+            try {
+                throw;
+            } catch (const std::runtime_error& e) {
+                rethrown = e.what();
+            }
+        }
+        CHECK(rethrown == "spawner's own");
+
+        struct SpawnsWhileUnwinding {
+            std::function<void(int)> body;
+            int uncaught_after = -1;
+            ~SpawnsWhileUnwinding()
+            {
+                mp::spawn(body, 2);
+                uncaught_after = std::uncaught_exceptions();
+                CHECK(uncaught_after == 1);
+            }
+        };
+        try {
+            SpawnsWhileUnwinding spawner{body};
+            throw 7;
+        } catch (int) {
+        }
+        CHECK(uncaught == std::vector<int>(4, 0));
+        CHECK(had_current == std::vector<bool>(4, false));
+    }
+}

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <pto/devices.hpp>
@@ -20,6 +21,8 @@
 #include "devices/discovery.hpp"
 #include "report/fanout.hpp"
 #include "report/json_lines.hpp"
+#include "report/junit_report.hpp"
+#include "report/log_dir.hpp"
 #include "report/output_writer.hpp"
 #include "report/status_lines.hpp"
 #include "runner/unique_fd.hpp"
@@ -53,6 +56,18 @@ Expected<DiscoveredPool> choose_pool(const std::string& spec)
     if (!ids)
         return fail("--devices: " + ids.error().message);
     return DiscoveredPool{std::move(*ids), "-d " + spec, {}, {}};
+}
+
+// The JUnit testsuite's name: the commands file's name without its
+// directory and extension, "pto-par" for standard input.
+std::string suite_name(const std::string& file)
+{
+    if (file == "-")
+        return "pto-par";
+    std::string name = file.substr(file.find_last_of('/') + 1);
+    if (const auto dot = name.rfind('.'); dot != std::string::npos && dot > 0)
+        name.erase(dot);
+    return name.empty() ? "pto-par" : name;
 }
 
 // -j auto: on hardware a job per device (the host mostly waits on the
@@ -106,10 +121,6 @@ int run(int argc, char** argv)
         std::cout << "pto-par " PTO_PAR_VERSION "\n";
         return 0;
     }
-    for (const auto& [set, name] : {std::pair{!opt.junit_path.empty(), "--junit"}, {!opt.log_dir.empty(), "--log-dir"}})
-        if (set)
-            return usage_error(std::string(name) + " is not available in this version yet");
-
     auto pool = choose_pool(opt.devices);
     if (!pool)
         return usage_error(pool.error().message);
@@ -161,6 +172,20 @@ int run(int argc, char** argv)
     fanout.add(&output);
     if (json_fd)
         fanout.add(&json);
+    std::optional<report::JunitReport> junit;
+    if (!opt.junit_path.empty()) {
+        junit.emplace(opt.junit_path, specs, suite_name(opt.file));
+        if (auto ok = junit->open(); !ok)
+            return error(ok.error().message);
+        fanout.add(&*junit);
+    }
+    std::optional<report::LogDir> logs;
+    if (!opt.log_dir.empty()) {
+        logs.emplace(opt.log_dir, specs);
+        if (auto ok = logs->open(); !ok)
+            return error(ok.error().message);
+        fanout.add(&*logs);
+    }
     ro.observer = &fanout;
 
     if (opt.verbosity > 0)
@@ -170,12 +195,30 @@ int run(int argc, char** argv)
     auto summary = run_jobs(cli::build_jobs(specs, world), ro);
     if (!summary)
         return error(summary.error().message);
-    status.summary(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                   summary->stopped_by_signal);
+    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    status.summary(wall_s, summary->stopped_by_signal);
+
+    // A report that could not be written in full fails the run: CI reads it.
+    bool reports_ok = true;
     if (output.reader_gone())
         status.note("standard output was closed; the jobs' output after that was not shown");
-    if (json_fd && !json.ok())
+    if (json_fd && !json.ok()) {
         status.note("writing --json file '" + opt.json_path + "' failed; it is incomplete");
+        reports_ok = false;
+    }
+    if (junit) {
+        if (auto ok = junit->close(wall_s); !ok) {
+            status.note("--junit: " + ok.error().message);
+            reports_ok = false;
+        } else if (junit->error()) {
+            status.note("--junit: " + junit->error()->message);
+            reports_ok = false;
+        }
+    }
+    if (logs && logs->error()) {
+        status.note("--log-dir: " + logs->error()->message);
+        reports_ok = false;
+    }
 
     if (summary->stopped_by_signal != 0)
         return 128 + summary->stopped_by_signal;
@@ -184,7 +227,7 @@ int run(int argc, char** argv)
     for (const auto& r : summary->results)
         if (r.status != JobStatus::passed || r.output_lost != 0)
             return 1;
-    return json_fd && !json.ok() ? 1 : 0;
+    return reports_ok ? 0 : 1;
 }
 
 }  // namespace

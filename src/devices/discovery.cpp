@@ -1,18 +1,223 @@
 #include "devices/discovery.hpp"
 
+#include <dirent.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <set>
+
 #include <pto/devices.hpp>
 
 namespace pto {
+namespace {
 
-Expected<DiscoveredPool> discover_devices(const char* (*getenv_fn)(const char*))
+// Variables in the order they are asked; the first one set decides.
+constexpr const char* variables[] = {
+    "PTO_PAR_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS",
+};
+
+std::string_view trim(std::string_view s)
 {
-    if (const char* v = getenv_fn("PTO_PAR_DEVICES"); v != nullptr) {
-        auto ids = parse_device_range(v);
-        if (!ids)
-            return fail("$PTO_PAR_DEVICES: " + ids.error().message);
-        return DiscoveredPool{std::move(*ids), "$PTO_PAR_DEVICES"};
+    constexpr std::string_view blank = " \t\r\n\v\f";
+    const auto first = s.find_first_not_of(blank);
+    if (first == std::string_view::npos)
+        return {};
+    return s.substr(first, s.find_last_not_of(blank) - first + 1);
+}
+
+// The environment is not ours: a value may hold anything, and the messages
+// quoting it end up on a terminal.
+std::string printable(std::string_view text)
+{
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    for (const unsigned char c : text) {
+        if (c < 0x20 || c >= 0x7f) {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else {
+            out += static_cast<char>(c);
+        }
     }
-    return DiscoveredPool{{}, "no devices found"};
+    return out;
+}
+
+bool is_alpha(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+// What GPU UUIDs ("GPU-8f2a..."), MIG ids ("MIG-...", or the older
+// "MIG-GPU-<uuid>/1/0") and Ascend or ROCm names are made of.
+bool is_name_char(char c)
+{
+    return is_alpha(c) || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == ':' || c == '/';
+}
+
+std::vector<std::string_view> split_parts(std::string_view value)
+{
+    std::vector<std::string_view> parts;
+    std::size_t start = 0;
+    while (start <= value.size()) {
+        std::size_t comma = value.find(',', start);
+        if (comma == std::string_view::npos)
+            comma = value.size();
+        if (const auto part = trim(value.substr(start, comma - start)); !part.empty())
+            parts.push_back(part);
+        start = comma + 1;
+    }
+    return parts;
+}
+
+std::string kind_of_names(const std::vector<std::string>& names)
+{
+    const auto all_start = [&](std::string_view prefix) {
+        return std::all_of(names.begin(), names.end(),
+                           [&](const std::string& n) { return std::string_view(n).substr(0, prefix.size()) == prefix; });
+    };
+    if (all_start("GPU-"))
+        return "GPU UUIDs";
+    if (all_start("MIG-"))
+        return "MIG ids";
+    return "device names";
+}
+
+Expected<DiscoveredPool> from_variable(const std::string& name, std::string_view value)
+{
+    const std::string dollar = "$" + name;
+    const auto parts = split_parts(value);
+    const std::string_view whole = trim(value);
+    // CUDA's own spellings of "none": -1 (any invalid ordinal ends its list)
+    // and NoDevFiles (what Slurm and SGE put there for a job without GPUs).
+    if (parts.empty() || whole == "-1" || whole == "NoDevFiles") {
+        const std::string why = parts.empty() ? " is empty" : " is '" + std::string(whole) + "'";
+        return DiscoveredPool{{}, dollar + why + ": no devices", name, {}};
+    }
+
+    std::string_view a_number;
+    std::string_view a_name;
+    for (const auto part : parts)
+        (is_alpha(part.front()) ? a_name : a_number) = part;
+    if (!a_name.empty() && !a_number.empty())
+        return fail(dollar + ": mixes device numbers ('" + printable(a_number) + "') and device names ('" +
+                    printable(a_name) + "'); use one kind");
+
+    if (a_name.empty()) {
+        auto ids = parse_device_range(value);
+        if (!ids)
+            return fail(dollar + ": " + printable(ids.error().message));
+        return DiscoveredPool{std::move(*ids), dollar, name, {}};
+    }
+
+    std::vector<std::string> entries;
+    std::set<std::string_view> seen;
+    for (const auto part : parts) {
+        if (!std::all_of(part.begin(), part.end(), is_name_char))
+            return fail(dollar + ": invalid device name '" + printable(part) +
+                        "': expected letters, digits and - _ . : / (a GPU UUID like GPU-8f2a..., a MIG id)");
+        // Two positions for one device would let two jobs share it.
+        if (!seen.insert(part).second)
+            return fail(dollar + ": device '" + printable(part) + "' is listed twice");
+        entries.emplace_back(part);
+    }
+    if (entries.size() > static_cast<std::size_t>(max_device_id) + 1)
+        return fail(dollar + ": " + std::to_string(entries.size()) + " devices; at most " +
+                    std::to_string(max_device_id + 1) + " are supported");
+    std::vector<int> ids(entries.size());
+    for (std::size_t i = 0; i < ids.size(); ++i)
+        ids[i] = static_cast<int>(i);
+    const std::string source = dollar + " (" + kind_of_names(entries) + ", as position" +
+                               (ids.size() == 1 ? " " : "s ") + format_device_range(ids) + ")";
+    return DiscoveredPool{std::move(ids), source, name, std::move(entries)};
+}
+
+// The N of "<prefix>N" with N all digits, else -1: davinci_manager,
+// nvidiactl, nvidia-uvm, nvidia-caps and friends are not devices.
+int device_number(std::string_view entry, std::string_view prefix)
+{
+    if (entry.size() <= prefix.size() || entry.substr(0, prefix.size()) != prefix)
+        return -1;
+    const auto digits = entry.substr(prefix.size());
+    if (digits.size() > 5 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return -1;
+    int n = 0;
+    for (const char c : digits)
+        n = n * 10 + (c - '0');
+    return n <= max_device_id ? n : -1;
+}
+
+struct DevNodes {
+    std::vector<int> davinci, nvidia;
+};
+
+Expected<DevNodes> scan_dev(const std::string& dev_root)
+{
+    DevNodes found;
+    const std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(dev_root.c_str()), closedir);
+    if (!dir) {
+        // A root without /dev (a minimal container, a test) simply has no devices.
+        if (errno == ENOENT || errno == ENOTDIR)
+            return found;
+        return tl::unexpected(sys_error("cannot list " + dev_root + " to find devices (pass -d)", errno));
+    }
+    for (;;) {
+        errno = 0;
+        const dirent* e = readdir(dir.get());
+        if (e == nullptr) {
+            if (errno != 0)
+                return tl::unexpected(sys_error("cannot list " + dev_root + " to find devices (pass -d)", errno));
+            break;
+        }
+        if (const int n = device_number(e->d_name, "davinci"); n >= 0)
+            found.davinci.push_back(n);
+        else if (const int m = device_number(e->d_name, "nvidia"); m >= 0)
+            found.nvidia.push_back(m);
+    }
+    for (auto* ids : {&found.davinci, &found.nvidia}) {
+        std::sort(ids->begin(), ids->end());
+        // "davinci3" and "davinci03" are one device.
+        ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
+    }
+    return found;
+}
+
+}  // namespace
+
+std::string DiscoveredPool::value_for(std::string_view var, std::span<const int> job_ids) const
+{
+    if (entries.empty() || var != variable)
+        return format_device_list(job_ids);
+    std::string out;
+    for (const int id : job_ids) {
+        if (!out.empty())
+            out += ',';
+        // Ids always come from this pool; the number is only a fallback
+        // for a caller that mixed pools up.
+        if (id >= 0 && static_cast<std::size_t>(id) < entries.size())
+            out += entries[static_cast<std::size_t>(id)];
+        else
+            out += std::to_string(id);
+    }
+    return out;
+}
+
+Expected<DiscoveredPool> discover_devices(const GetenvFn& getenv_fn, const std::string& dev_root)
+{
+    for (const char* name : variables)
+        if (const char* value = getenv_fn(name); value != nullptr)
+            return from_variable(name, value);
+
+    auto nodes = scan_dev(dev_root);
+    if (!nodes)
+        return tl::unexpected(nodes.error());
+    const std::string root = !dev_root.empty() && dev_root.back() == '/' ? dev_root : dev_root + "/";
+    if (!nodes->davinci.empty())
+        return DiscoveredPool{std::move(nodes->davinci), root + "davinci*", {}, {}};
+    if (!nodes->nvidia.empty())
+        return DiscoveredPool{std::move(nodes->nvidia), root + "nvidia*", {}, {}};
+    return DiscoveredPool{{}, "nothing found: no devices", {}, {}};
 }
 
 }  // namespace pto

@@ -1,7 +1,13 @@
-// Where `-d auto` finds the pool.
+// Where `-d auto` finds the pool (SPEC 8): the first of these that is set or
+// found wins, in order: $PTO_PAR_DEVICES, $ASCEND_RT_VISIBLE_DEVICES,
+// $CUDA_VISIBLE_DEVICES, $SLURM_STEP_GPUS, $SLURM_JOB_GPUS, /dev/davinciN,
+// /dev/nvidiaN.
 #pragma once
 
+#include <functional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <pto/error.hpp>
@@ -10,10 +16,33 @@ namespace pto {
 
 struct DiscoveredPool {
     std::vector<int> ids;
-    std::string source;  // for -v: "$PTO_PAR_DEVICES", "no devices found"
+    // In words, for -v, --dry-run and hints: "$CUDA_VISIBLE_DEVICES",
+    // "$CUDA_VISIBLE_DEVICES (GPU UUIDs, as positions 0-1)", "/dev/davinci*",
+    // "nothing found: no devices".
+    std::string source;
+    // The environment variable the pool came from ("CUDA_VISIBLE_DEVICES"),
+    // empty when it came from /dev or from nothing.
+    std::string variable;
+    // When that variable named devices rather than numbering them (GPU
+    // UUIDs, MIG ids), its entries in order; ids are then their positions
+    // 0..n-1. Empty when the ids are the variable's own numbers.
+    std::vector<std::string> entries;
+
+    // The text to put in environment variable `var` for a job holding `ids`:
+    // the original entries at those positions when `var` is the variable
+    // that named the devices (the runtime reading it wants UUIDs back, not
+    // our positions), else the ids comma-separated.
+    std::string value_for(std::string_view var, std::span<const int> job_ids) const;
 };
 
-// `getenv` is passed in so tests need not touch the process environment.
-Expected<DiscoveredPool> discover_devices(const char* (*getenv_fn)(const char*));
+// Reads a variable; nullptr when it is not set.
+using GetenvFn = std::function<const char*(const char*)>;
+
+// `getenv_fn` and `dev_root` are parameters so that tests need neither the
+// process environment nor real devices; the CLI passes std::getenv and "/dev".
+// A variable that is set decides, even when it says "no devices" (empty, "-1"
+// or "NoDevFiles", as CUDA reads them): it is how a scheduler or a parent
+// pto-par hides devices. A malformed value is an error naming the variable.
+Expected<DiscoveredPool> discover_devices(const GetenvFn& getenv_fn, const std::string& dev_root = "/dev");
 
 }  // namespace pto

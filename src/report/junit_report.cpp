@@ -1,0 +1,592 @@
+#include "report/junit_report.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <utility>
+
+#include <pto/devices.hpp>
+
+#include "report/fd_writer.hpp"
+#include "runner/signal_names.hpp"
+
+namespace pto::report {
+namespace {
+
+// Outputs are escaped and copied in pieces of this size, so that a job's
+// output of any size costs a bounded amount of memory.
+constexpr std::size_t piece_size = 64 * 1024;
+
+constexpr char hex_digits[] = "0123456789abcdef";
+
+void put_hex(unsigned char c, std::string& out)
+{
+    out += "\\x";
+    out += hex_digits[c >> 4];
+    out += hex_digits[c & 15];
+}
+
+// The UTF-8 sequence starting at p[0] (not ASCII): its length when it is
+// valid and complete, 0 when p[0] cannot start one, -1 when the `avail`
+// bytes there are a valid beginning cut short. Overlong forms, surrogates
+// and code points past U+10FFFF are invalid.
+int utf8_sequence(const unsigned char* p, std::size_t avail, char32_t& cp)
+{
+    const unsigned char c = p[0];
+    int n = 0;
+    unsigned char lo = 0x80;
+    unsigned char hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        cp = c & 0x0f;
+        if (c == 0xe0)
+            lo = 0xa0;
+        else if (c == 0xed)
+            hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        cp = c & 0x07;
+        if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f;
+    } else {
+        return 0;
+    }
+    for (int k = 1; k < n; ++k) {
+        if (static_cast<std::size_t>(k) >= avail)
+            return -1;
+        const unsigned char b = p[k];
+        if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf))
+            return 0;
+        cp = (cp << 6) | (b & 0x3f);
+    }
+    return n;
+}
+
+// XML 1.0's Char production, for what UTF-8 decoding lets through.
+bool xml_char(char32_t cp)
+{
+    return cp != 0xfffe && cp != 0xffff;
+}
+
+std::string fixed(double v, int digits)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
+std::string attr(std::string_view name, std::string_view value)
+{
+    return " " + std::string(name) + "=\"" + xml_escape(value, true) + "\"";
+}
+
+// Writes all of a buffer at `offset`, riding out EINTR and short writes.
+bool pwrite_all(int fd, std::string_view bytes, std::uint64_t offset)
+{
+    while (!bytes.empty()) {
+        const ssize_t n = pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+        offset += static_cast<std::uint64_t>(n);
+    }
+    return true;
+}
+
+// Collects small writes into large ones; keeps the first errno.
+class BufferedWriter {
+public:
+    explicit BufferedWriter(int fd) : fd_(fd) {}
+
+    void put(std::string_view bytes)
+    {
+        buf_.append(bytes);
+        if (buf_.size() >= piece_size)
+            flush();
+    }
+    void flush()
+    {
+        if (err_ == 0 && !buf_.empty() && !write_all(fd_, buf_))
+            err_ = errno;
+        buf_.clear();
+    }
+    void fail(int err)
+    {
+        if (err_ == 0)
+            err_ = err;
+    }
+    int error() const { return err_; }
+
+private:
+    int fd_;
+    std::string buf_;
+    int err_ = 0;
+};
+
+// An unlinked file in $TMPDIR: nothing to clean up, whatever ends pto-par.
+Expected<runner::UniqueFd> make_spool()
+{
+    const char* env = std::getenv("TMPDIR");
+    const std::string dir = env != nullptr && *env != '\0' ? env : "/tmp";
+    int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        return runner::UniqueFd(fd);
+    // Not every file system has O_TMPFILE: create, then unlink at once.
+    std::string name = dir + "/pto-par-junit-XXXXXX";
+    fd = mkostemp(name.data(), O_CLOEXEC);
+    if (fd < 0)
+        return tl::unexpected(sys_error("cannot create a temporary file in " + dir + " (see $TMPDIR)", errno));
+    runner::UniqueFd owned(fd);
+    if (unlink(name.c_str()) != 0)
+        return tl::unexpected(sys_error("cannot unlink temporary file " + name, errno));
+    return owned;
+}
+
+std::string local_timestamp()
+{
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    char buf[32];
+    // The JUnit schema's timestamp: ISO 8601, local time, no zone.
+    if (localtime_r(&now, &tm) == nullptr || std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+        return {};
+    return buf;
+}
+
+std::string host_name()
+{
+    char buf[HOST_NAME_MAX + 1] = {};
+    if (gethostname(buf, sizeof buf - 1) != 0)
+        return {};
+    return buf;
+}
+
+std::string failure_message(const JobResult& r)
+{
+    if (r.signal != 0)
+        return "killed by " + runner::signal_name(r.signal);
+    if (r.exit_code)
+        return "exit code " + std::to_string(*r.exit_code);
+    if (!r.error.empty())
+        return "could not start: " + r.error;
+    return "failed";
+}
+
+std::string stopped_message(const JobResult& r)
+{
+    if (r.signal != 0)
+        return "stopped by pto-par (" + runner::signal_name(r.signal) + ")";
+    if (r.exit_code)
+        return "stopped by pto-par (exit code " + std::to_string(*r.exit_code) + ")";
+    return "stopped by pto-par";
+}
+
+}  // namespace
+
+// ---- XmlEscaper ----
+
+void XmlEscaper::put_ascii(unsigned char c, std::string& out) const
+{
+    switch (c) {
+    case '&': out += "&amp;"; return;
+    case '<': out += "&lt;"; return;
+    case '>': out += "&gt;"; return;
+    case '"': out += attribute_ ? "&quot;" : "\""; return;
+    case '\'': out += attribute_ ? "&apos;" : "'"; return;
+    case '\t': out += attribute_ ? "&#9;" : "\t"; return;
+    case '\n': out += attribute_ ? "&#10;" : "\n"; return;
+    case '\r': out += "&#13;"; return;
+    default: break;
+    }
+    if (c < 0x20 || c == 0x7f)
+        put_hex(c, out);
+    else
+        out += static_cast<char>(c);
+}
+
+void XmlEscaper::feed(std::string_view bytes, std::string& out)
+{
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    const std::size_t size = bytes.size();
+    std::size_t i = 0;
+    char32_t cp = 0;
+
+    if (npending_ != 0) {
+        // Complete the sequence the previous piece ended in the middle of.
+        unsigned char seq[4];
+        std::copy(pending_, pending_ + npending_, seq);
+        const std::size_t take = std::min(sizeof seq - npending_, size);
+        std::copy(p, p + take, seq + npending_);
+        const int n = utf8_sequence(seq, npending_ + take, cp);
+        if (n < 0) {  // still short: this whole piece was part of it
+            std::copy(seq, seq + npending_ + take, pending_);
+            npending_ += take;
+            return;
+        }
+        if (n > 0 && xml_char(cp)) {
+            out.append(reinterpret_cast<const char*>(seq), static_cast<std::size_t>(n));
+            i = static_cast<std::size_t>(n) - npending_;
+        } else {
+            // The lead byte was bad; the ones after it are continuation
+            // bytes, which cannot start a sequence either.
+            for (std::size_t k = 0; k < npending_; ++k)
+                put_hex(pending_[k], out);
+            if (n > 0) {  // U+FFFE or U+FFFF: every byte of it as \xNN
+                for (std::size_t k = npending_; k < static_cast<std::size_t>(n); ++k)
+                    put_hex(seq[k], out);
+                i = static_cast<std::size_t>(n) - npending_;
+            }
+        }
+        npending_ = 0;
+    }
+
+    while (i < size) {
+        const unsigned char c = p[i];
+        if (c < 0x80) {
+            put_ascii(c, out);
+            ++i;
+            continue;
+        }
+        const int n = utf8_sequence(p + i, size - i, cp);
+        if (n < 0) {
+            npending_ = size - i;
+            std::copy(p + i, p + size, pending_);
+            return;
+        }
+        if (n == 0) {
+            put_hex(c, out);
+            ++i;
+            continue;
+        }
+        if (xml_char(cp))
+            out.append(bytes.substr(i, static_cast<std::size_t>(n)));
+        else
+            for (int k = 0; k < n; ++k)
+                put_hex(p[i + static_cast<std::size_t>(k)], out);
+        i += static_cast<std::size_t>(n);
+    }
+}
+
+void XmlEscaper::finish(std::string& out)
+{
+    for (std::size_t k = 0; k < npending_; ++k)
+        put_hex(pending_[k], out);
+    npending_ = 0;
+}
+
+std::string xml_escape(std::string_view bytes, bool attribute)
+{
+    std::string out;
+    out.reserve(bytes.size());
+    XmlEscaper esc(attribute);
+    esc.feed(bytes, out);
+    esc.finish(out);
+    return out;
+}
+
+// ---- JunitReport ----
+
+JunitReport::JunitReport(std::string path, std::span<const cmdfile::JobSpec> specs, std::string suite_name)
+    : path_(std::move(path)), specs_(specs), suite_(std::move(suite_name))
+{
+}
+
+JunitReport::~JunitReport()
+{
+    discard_temporary();
+}
+
+void JunitReport::discard_temporary()
+{
+    // Only on failure paths: the report is abandoned, so close's error is moot.
+    if (out_fd_ >= 0)
+        (void)::close(out_fd_);
+    out_fd_ = -1;
+    // Best effort: a leftover hidden temporary is untidy, not harmful.
+    if (!temp_path_.empty())
+        (void)unlink(temp_path_.c_str());
+    temp_path_.clear();
+}
+
+Expected<void> JunitReport::open()
+{
+    if (opened_)
+        return fail("JUnit report '" + path_ + "' is already open");
+    const auto cannot = [this](const char* what, int err) {
+        return tl::unexpected(sys_error(std::string(what) + " JUnit report '" + path_ + "'", err));
+    };
+
+    struct stat st{};
+    const bool exists = stat(path_.c_str(), &st) == 0;
+    const int stat_errno = exists ? 0 : errno;
+    const bool special_dir = path_.rfind("/dev/", 0) == 0 || path_.rfind("/proc/", 0) == 0;
+    if (exists && (!S_ISREG(st.st_mode) || special_dir)) {
+        // /dev/stdout, a FIFO: renaming over those would replace the device
+        // node or the pipe's name (as root, even in /dev), not feed it; and
+        // /dev/stdout may well lead to a regular file that pto-par's own
+        // standard output is writing to: append, after the jobs' output,
+        // rather than truncate it.
+        out_fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+        if (out_fd_ < 0)
+            return cannot("cannot open", errno);
+    } else {
+        if (exists) {
+            // An existing report: follow a symlink to it, so that it keeps
+            // pointing at the new one instead of being replaced by it.
+            char* real = realpath(path_.c_str(), nullptr);
+            if (real == nullptr)
+                return cannot("cannot resolve", errno);
+            final_path_ = real;
+            std::free(real);
+        } else if (stat_errno == ENOENT) {
+            final_path_ = path_;
+        } else {
+            return cannot("cannot use", stat_errno);
+        }
+        const auto slash = final_path_.rfind('/');
+        const std::string dir = slash == std::string::npos ? "" : final_path_.substr(0, slash + 1);
+        const std::string base = slash == std::string::npos ? final_path_ : final_path_.substr(slash + 1);
+        // Hidden and not ending in .xml, so that a CI glob for reports skips
+        // it; pid and attempt make it ours alone (O_EXCL).
+        for (int attempt = 0;; ++attempt) {
+            std::string name = dir + "." + base + "." + std::to_string(getpid());
+            if (attempt > 0)
+                name += "-" + std::to_string(attempt);
+            name += ".tmp";
+            out_fd_ = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+            if (out_fd_ >= 0) {
+                temp_path_ = std::move(name);
+                break;
+            }
+            if (errno != EEXIST || attempt == 100)
+                return cannot("cannot create", errno);
+        }
+    }
+
+    auto spool = make_spool();
+    if (!spool) {
+        discard_temporary();
+        return tl::unexpected(spool.error());
+    }
+    spool_ = std::move(*spool);
+    spool_size_ = 0;
+    cases_.assign(specs_.size(), Case{});
+    timestamp_ = local_timestamp();
+    hostname_ = host_name();
+    opened_ = true;
+    return {};
+}
+
+std::string JunitReport::testcase_head(const JobResult& r) const
+{
+    std::string h = "  <testcase" + attr("name", r.label) + attr("classname", suite_) +
+                    attr("time", fixed(r.duration_s, 3)) + ">\n";
+    h += "    <properties>\n";
+    const auto property = [&h](std::string_view name, std::string_view value) {
+        h += "      <property" + attr("name", name) + attr("value", value) + "/>\n";
+    };
+    if (r.index < specs_.size()) {
+        const auto& spec = specs_[r.index];
+        property("seq", std::to_string(spec.seq));
+        property("line", std::to_string(spec.line));
+        property("command", spec.command);
+    }
+    property("devices", r.devices.empty() ? std::string("none") : format_device_range(r.devices));
+    if (r.pid > 0)
+        property("pid", std::to_string(r.pid));
+    if (r.stragglers != 0)
+        property("stragglers", r.stragglers > 0 ? std::to_string(r.stragglers) : std::string("unknown"));
+    h += "    </properties>\n";
+
+    switch (r.status) {
+    case JobStatus::passed: break;
+    case JobStatus::failed: h += "    <failure" + attr("message", failure_message(r)) + "/>\n"; break;
+    case JobStatus::timeout:
+        h += "    <error" + attr("message", "timed out after " + fixed(r.duration_s, 1) + "s") +
+             attr("type", "timeout") + "/>\n";
+        break;
+    case JobStatus::killed:
+        h += "    <error" + attr("message", stopped_message(r)) + attr("type", "killed") + "/>\n";
+        break;
+    case JobStatus::cancelled: h += "    <skipped" + attr("message", "not started") + "/>\n"; break;
+    }
+    return h;
+}
+
+void JunitReport::record(const JobResult& r, const JobOutput* output)
+{
+    if (!opened_ || r.index >= cases_.size())
+        return;
+    Case& c = cases_[r.index];
+    c.reported = true;
+    c.status = r.status;
+    c.head = testcase_head(r);
+    c.note = r.error;
+    c.offset = spool_size_;
+    c.length = 0;
+    if (output == nullptr || output->size() == 0)
+        return;
+
+    // Escaped a piece at a time straight into the spool: only the pieces are
+    // ever in memory, never the whole output.
+    XmlEscaper esc;
+    std::string buf;
+    std::uint64_t written = 0;
+    int write_errno = 0;
+    const auto flush = [&] {
+        if (!pwrite_all(spool_.get(), buf, c.offset + written)) {
+            write_errno = errno;
+            return false;
+        }
+        written += buf.size();
+        buf.clear();
+        return true;
+    };
+    const auto walked = output->for_each_chunk([&](std::string_view chunk) {
+        while (!chunk.empty()) {
+            const auto piece = chunk.substr(0, piece_size);
+            chunk.remove_prefix(piece.size());
+            esc.feed(piece, buf);
+            if (buf.size() >= piece_size && !flush())
+                return false;
+        }
+        return true;
+    });
+    if (write_errno == 0) {
+        esc.finish(buf);
+        flush();
+    }
+    const auto add_note = [&c](const std::string& text) {
+        c.note += (c.note.empty() ? "" : "\n") + text;
+    };
+    if (write_errno != 0) {
+        // What reached the spool may end mid-entity: drop it all; the spool
+        // space is reused by the next job.
+        const Error e = sys_error("cannot keep the output of job '" + r.label + "' for the JUnit report", write_errno);
+        add_note("pto-par: " + e.message);
+        if (!error_)
+            error_ = e;
+        return;
+    }
+    if (!walked)
+        add_note("pto-par: the output is incomplete: " + walked.error().message);
+    c.length = written;
+    spool_size_ += written;
+}
+
+void JunitReport::on_finish(const Job&, const JobResult& r, const JobOutput& output)
+{
+    record(r, &output);
+}
+
+void JunitReport::on_cancel(const Job&, const JobResult& r)
+{
+    record(r, nullptr);
+}
+
+Expected<void> JunitReport::close(double wall_s)
+{
+    if (!opened_)
+        return fail("JUnit report '" + path_ + "' is not open");
+    opened_ = false;
+
+    int failures = 0;
+    int errors = 0;
+    int skipped = 0;
+    for (const auto& c : cases_) {
+        if (!c.reported || c.status == JobStatus::cancelled)
+            ++skipped;
+        else if (c.status == JobStatus::failed)
+            ++failures;
+        else if (c.status == JobStatus::timeout || c.status == JobStatus::killed)
+            ++errors;
+    }
+
+    BufferedWriter w(out_fd_);
+    w.put("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    std::string suite = "<testsuite" + attr("name", suite_) + attr("tests", std::to_string(cases_.size())) +
+                        attr("failures", std::to_string(failures)) + attr("errors", std::to_string(errors)) +
+                        attr("skipped", std::to_string(skipped)) + attr("time", fixed(wall_s, 3));
+    if (!timestamp_.empty())
+        suite += attr("timestamp", timestamp_);
+    if (!hostname_.empty())
+        suite += attr("hostname", hostname_);
+    w.put(suite + ">\n");
+
+    std::string piece(piece_size, '\0');
+    for (std::size_t i = 0; i < cases_.size() && w.error() == 0; ++i) {
+        const Case& c = cases_[i];
+        if (!c.reported) {
+            // The run ended without a word about it (it could not start
+            // at all): still a testcase, so every job is accounted for.
+            JobResult r;
+            r.index = i;
+            r.label = specs_[i].label;
+            w.put(testcase_head(r));
+        } else {
+            w.put(c.head);
+        }
+        if (c.length > 0) {
+            w.put("    <system-out>");
+            w.flush();
+            for (std::uint64_t done = 0; done < c.length && w.error() == 0;) {
+                const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(piece.size(), c.length - done));
+                const ssize_t n = pread(spool_.get(), piece.data(), want, static_cast<off_t>(c.offset + done));
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n <= 0) {
+                    w.fail(n < 0 ? errno : EIO);  // 0: the spool shrank under us
+                    break;
+                }
+                w.put(std::string_view(piece.data(), static_cast<std::size_t>(n)));
+                done += static_cast<std::uint64_t>(n);
+            }
+            w.put("</system-out>\n");
+        }
+        if (!c.note.empty())
+            w.put("    <system-err>" + xml_escape(c.note) + "</system-err>\n");
+        w.put("  </testcase>\n");
+    }
+    w.put("</testsuite>\n");
+    w.flush();
+    spool_.reset();
+
+    const auto failed = [this](int err) {
+        discard_temporary();
+        return tl::unexpected(sys_error("cannot write JUnit report '" + path_ + "'", err));
+    };
+    if (w.error() != 0)
+        return failed(w.error());
+    // On disk before it takes the report's name, so that a crash cannot
+    // leave an empty file where the last good report was. (In place, on a
+    // device or a pipe, there is nothing to make durable.)
+    if (!temp_path_.empty() && fsync(out_fd_) != 0)
+        return failed(errno);
+    const int fd = std::exchange(out_fd_, -1);
+    // Delayed write-back errors (NFS, a full thin volume) surface at close.
+    if (::close(fd) != 0)
+        return failed(errno);
+    if (temp_path_.empty())
+        return {};
+    if (rename(temp_path_.c_str(), final_path_.c_str()) != 0)
+        return failed(errno);
+    temp_path_.clear();
+    return {};
+}
+
+}  // namespace pto::report

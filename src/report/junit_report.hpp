@@ -1,0 +1,104 @@
+// --junit FILE: one <testsuite>, a <testcase> per job in the file's order,
+// well-formed XML 1.0 whatever bytes the jobs printed.
+//
+// Memory stays bounded whatever the jobs print: as each job ends its
+// escaped output goes to an unlinked temporary file in $TMPDIR, and close()
+// copies it into the report. The report appears atomically (written beside
+// FILE, then renamed over it), so a reader never sees half of one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <pto/scheduler.hpp>
+
+#include "cmdfile/commands_file.hpp"
+#include "runner/unique_fd.hpp"
+
+namespace pto::report {
+
+class JunitReport final : public RunObserver {
+public:
+    // `specs` must outlive this object; `suite_name` names the testsuite and
+    // is every testcase's classname.
+    JunitReport(std::string path, std::span<const cmdfile::JobSpec> specs, std::string suite_name);
+    ~JunitReport() override;
+    JunitReport(const JunitReport&) = delete;
+    JunitReport& operator=(const JunitReport&) = delete;
+
+    // Before the run: creates the file the report will be renamed from, in
+    // FILE's directory, and the temporary file in $TMPDIR, so that a missing
+    // directory or a read-only disk stops pto-par before any job starts.
+    Expected<void> open();
+
+    void on_finish(const Job&, const JobResult& r, const JobOutput& output) override;
+    void on_cancel(const Job&, const JobResult& r) override;
+
+    // Writes FILE. Jobs never reported to this observer count as skipped, so
+    // every job of the file is in the report. Call once, on every exit path.
+    Expected<void> close(double wall_s);
+
+    // The first time a job's output could not be kept for the report (a full
+    // $TMPDIR); that testcase says so in its <system-err>, the rest are whole.
+    std::optional<Error> error() const { return error_; }
+
+private:
+    struct Case {
+        bool reported = false;
+        JobStatus status = JobStatus::cancelled;
+        std::string head;       // <testcase ...> up to the output
+        std::string note;       // for <system-err>, empty if none
+        std::uint64_t offset = 0;  // its escaped output in the spool
+        std::uint64_t length = 0;
+    };
+
+    void record(const JobResult& r, const JobOutput* output);
+    std::string testcase_head(const JobResult& r) const;
+    void discard_temporary();
+
+    std::string path_;
+    std::span<const cmdfile::JobSpec> specs_;
+    std::string suite_;
+    std::vector<Case> cases_;
+    runner::UniqueFd spool_;
+    std::uint64_t spool_size_ = 0;
+    int out_fd_ = -1;           // the temporary beside FILE, or FILE itself when it is no regular file
+    std::string temp_path_;     // empty when writing FILE in place
+    std::string final_path_;    // what temp_path_ is renamed to
+    std::string timestamp_;
+    std::string hostname_;
+    bool opened_ = false;
+    std::optional<Error> error_;
+};
+
+// Escapes bytes for XML 1.0 text (or, with `attribute`, a double-quoted
+// attribute value), fed in pieces of any size: a UTF-8 sequence split
+// between two pieces is still recognised. Valid UTF-8 is kept; what XML 1.0
+// cannot carry even as &#N; (control characters, invalid UTF-8 bytes,
+// U+FFFE/U+FFFF) becomes visible text like \x01; & < > are entities (so
+// "]]>" cannot occur), as are " ' tab and newline in attributes and
+// carriage returns everywhere (a parser would fold them away otherwise).
+class XmlEscaper {
+public:
+    explicit XmlEscaper(bool attribute = false) : attribute_(attribute) {}
+
+    void feed(std::string_view bytes, std::string& out);
+    // Escapes a UTF-8 sequence left cut short at the end.
+    void finish(std::string& out);
+
+private:
+    void put_ascii(unsigned char c, std::string& out) const;
+
+    bool attribute_;
+    unsigned char pending_[4] = {};
+    std::size_t npending_ = 0;
+};
+
+// All of `bytes` at once through an XmlEscaper.
+std::string xml_escape(std::string_view bytes, bool attribute = false);
+
+}  // namespace pto::report

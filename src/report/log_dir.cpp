@@ -1,0 +1,134 @@
+#include "report/log_dir.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <map>
+#include <set>
+
+#include "report/fd_writer.hpp"
+
+namespace pto::report {
+
+std::string safe_file_name(std::string_view label)
+{
+    std::string name;
+    name.reserve(std::min(label.size(), max_log_name));
+    for (const char c : label.substr(0, max_log_name)) {
+        const bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+                          c == '_' || c == '+' || c == '-';
+        name += keep ? c : '_';
+    }
+    // No hidden files, and so never "." or ".."; an empty name is no name.
+    if (name.empty() || name.front() == '.')
+        name.insert(name.begin(), '_');
+    if (name.size() > max_log_name)
+        name.resize(max_log_name);
+    return name;
+}
+
+std::vector<std::string> log_file_names(std::span<const cmdfile::JobSpec> specs)
+{
+    std::vector<std::string> names(specs.size());
+    std::map<std::string, int> uses;
+    for (std::size_t i = 0; i < specs.size(); ++i)
+        ++uses[names[i] = safe_file_name(specs[i].label)];
+
+    // A label kept as it was keeps its name (labels are unique, so these
+    // do not collide), and the ones that had to change give way.
+    std::set<std::string> taken;
+    std::vector<std::size_t> renamed;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+        const bool keeps = names[i] == specs[i].label || uses[names[i]] == 1;
+        // insert() also catches labels given twice, should a caller do that.
+        if (!keeps || !taken.insert(names[i]).second)
+            renamed.push_back(i);
+    }
+    for (const std::size_t i : renamed) {
+        const std::string suffix = "-" + std::to_string(specs[i].seq);
+        std::string candidate = names[i] + suffix;
+        // Another job may really be called "a_b-2": keep extending until free.
+        while (taken.count(candidate) != 0)
+            candidate += suffix;
+        taken.insert(candidate);
+        names[i] = std::move(candidate);
+    }
+    for (auto& n : names)
+        n += ".log";
+    return names;
+}
+
+LogDir::LogDir(std::string dir, std::span<const cmdfile::JobSpec> specs)
+    : dir_(std::move(dir)), specs_(specs), names_(log_file_names(specs))
+{
+}
+
+std::string LogDir::path_for(std::size_t index) const
+{
+    if (index >= names_.size())
+        return {};
+    return dir_ + (!dir_.empty() && dir_.back() == '/' ? "" : "/") + names_[index];
+}
+
+Expected<void> LogDir::open()
+{
+    if (dir_.empty())
+        return fail("log directory: the name is empty");
+    const auto open_dir = [this] { return ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); };
+    int fd = open_dir();
+    if (fd < 0 && errno == ENOENT) {
+        // mkdir -p: each missing ancestor in turn; existing ones are fine.
+        for (std::size_t pos = dir_.find('/', 1);; pos = dir_.find('/', pos + 1)) {
+            const std::string prefix = dir_.substr(0, pos);
+            if (mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST)
+                return tl::unexpected(sys_error("cannot create log directory '" + prefix + "'", errno));
+            if (pos == std::string::npos)
+                break;
+        }
+        fd = open_dir();
+    }
+    if (fd < 0)
+        return tl::unexpected(sys_error("cannot open log directory '" + dir_ + "'", errno));
+    dir_fd_ = runner::UniqueFd(fd);
+    return {};
+}
+
+void LogDir::on_finish(const Job&, const JobResult& r, const JobOutput& output)
+{
+    if (!dir_fd_ || r.index >= names_.size())
+        return;
+    const std::string& name = names_[r.index];
+    const auto failed = [&](const char* what, int err) {
+        if (!error_)
+            error_ = sys_error(std::string(what) + " log file '" + path_for(r.index) + "'", err);
+    };
+
+    // Replace the entry rather than truncate what is there: a symlink or a
+    // hard link planted under this name must not let us write outside DIR.
+    if (unlinkat(dir_fd_.get(), name.c_str(), 0) != 0 && errno != ENOENT)
+        return failed("cannot replace", errno);
+    const int fd = openat(dir_fd_.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return failed("cannot create", errno);
+
+    int write_errno = 0;
+    const auto walked = output.for_each_chunk([&](std::string_view chunk) {
+        if (write_all(fd, chunk))
+            return true;
+        write_errno = errno;
+        return false;
+    });
+    if (write_errno != 0)
+        failed("cannot write", write_errno);
+    else if (!walked && !error_)
+        error_ = Error{"log file '" + path_for(r.index) + "' is incomplete: " + walked.error().message,
+                       walked.error().sys_errno};
+    // Delayed write-back errors (NFS, a full thin volume) surface at close.
+    if (::close(fd) != 0)
+        failed("cannot write", errno);
+}
+
+}  // namespace pto::report

@@ -1,0 +1,58 @@
+// --log-dir DIR: each finished job's whole output in DIR/<name>.log, the
+// name made safe from its label. Jobs that never started get no file.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <pto/scheduler.hpp>
+
+#include "cmdfile/commands_file.hpp"
+#include "runner/unique_fd.hpp"
+
+namespace pto::report {
+
+class LogDir final : public RunObserver {
+public:
+    // `specs` must outlive this object.
+    LogDir(std::string dir, std::span<const cmdfile::JobSpec> specs);
+
+    // Creates DIR and its parents (like mkdir -p) and keeps it open, so that
+    // every log lands in that directory even if its path changes meanwhile.
+    // Call before the run: a DIR that cannot be made should stop pto-par
+    // before any job starts.
+    Expected<void> open();
+
+    // Writes DIR/<name>.log, replacing any file of that name. A failure
+    // (full disk, EFBIG past RLIMIT_FSIZE) is kept in error() and the run
+    // goes on; later jobs still get their files.
+    void on_finish(const Job&, const JobResult& r, const JobOutput& output) override;
+
+    // The first write failure, if any; later ones are likely the same cause.
+    std::optional<Error> error() const { return error_; }
+
+    // Where job `index` (its position among the specs) is or would be logged.
+    std::string path_for(std::size_t index) const;
+
+private:
+    std::string dir_;
+    std::span<const cmdfile::JobSpec> specs_;
+    std::vector<std::string> names_;  // file name per job, ".log" included
+    runner::UniqueFd dir_fd_;
+    std::optional<Error> error_;
+};
+
+// The label as a file name part: only [A-Za-z0-9._+-] (others become '_'),
+// no leading '.', never empty, at most max_log_name bytes.
+inline constexpr std::size_t max_log_name = 100;
+std::string safe_file_name(std::string_view label);
+
+// One file name per job, "<safe label>.log", unique among them: a name that
+// had to change and then meets another job's name gets "-<seq>" (so "a/b"
+// and "a_b" become "a_b-1.log" and "a_b.log").
+std::vector<std::string> log_file_names(std::span<const cmdfile::JobSpec> specs);
+
+}  // namespace pto::report

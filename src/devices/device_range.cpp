@@ -3,17 +3,10 @@
 #include <algorithm>
 #include <charconv>
 
+#include "common/text.hpp"
+
 namespace pto {
 namespace {
-
-std::string_view trim(std::string_view s)
-{
-    constexpr std::string_view blank = " \t\r\n\v\f";
-    const auto first = s.find_first_not_of(blank);
-    if (first == std::string_view::npos)
-        return {};
-    return s.substr(first, s.find_last_not_of(blank) - first + 1);
-}
 
 // A whole non-negative decimal number within [0, max_device_id], or nothing.
 bool parse_id(std::string_view text, int& out)
@@ -38,7 +31,7 @@ Expected<std::vector<int>> parse_device_range(std::string_view spec)
         std::size_t comma = spec.find(',', start);
         if (comma == std::string_view::npos)
             comma = spec.size();
-        const std::string_view part = trim(spec.substr(start, comma - start));
+        const std::string_view part = text::trim(spec.substr(start, comma - start));
         start = comma + 1;
         if (part.empty())
             continue;
@@ -53,8 +46,8 @@ Expected<std::vector<int>> parse_device_range(std::string_view spec)
                             std::to_string(max_device_id) + " or a range like 0-3");
             hi = lo;
         } else {
-            const auto left = trim(part.substr(0, dash));
-            const auto right = trim(part.substr(dash + 1));
+            const auto left = text::trim(part.substr(0, dash));
+            const auto right = text::trim(part.substr(dash + 1));
             if (left.empty())
                 return fail("invalid device range " + quoted + ": missing the first id (ids cannot be negative)");
             if (right.empty())

@@ -9,6 +9,8 @@
 
 #include <pto/devices.hpp>
 
+#include "common/text.hpp"
+
 namespace pto {
 namespace {
 
@@ -16,33 +18,6 @@ namespace {
 constexpr const char* variables[] = {
     "PTO_PAR_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS",
 };
-
-std::string_view trim(std::string_view s)
-{
-    constexpr std::string_view blank = " \t\r\n\v\f";
-    const auto first = s.find_first_not_of(blank);
-    if (first == std::string_view::npos)
-        return {};
-    return s.substr(first, s.find_last_not_of(blank) - first + 1);
-}
-
-// The environment is not ours: a value may hold anything, and the messages
-// quoting it end up on a terminal.
-std::string printable(std::string_view text)
-{
-    static constexpr char hex[] = "0123456789abcdef";
-    std::string out;
-    for (const unsigned char c : text) {
-        if (c < 0x20 || c >= 0x7f) {
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return out;
-}
 
 bool is_alpha(char c)
 {
@@ -64,7 +39,7 @@ std::vector<std::string_view> split_parts(std::string_view value)
         std::size_t comma = value.find(',', start);
         if (comma == std::string_view::npos)
             comma = value.size();
-        if (const auto part = trim(value.substr(start, comma - start)); !part.empty())
+        if (const auto part = text::trim(value.substr(start, comma - start)); !part.empty())
             parts.push_back(part);
         start = comma + 1;
     }
@@ -88,7 +63,7 @@ Expected<DiscoveredPool> from_variable(const std::string& name, std::string_view
 {
     const std::string dollar = "$" + name;
     const auto parts = split_parts(value);
-    const std::string_view whole = trim(value);
+    const std::string_view whole = text::trim(value);
     // CUDA's own spellings of "none": -1 (any invalid ordinal ends its list)
     // and NoDevFiles (what Slurm and SGE put there for a job without GPUs).
     if (parts.empty() || whole == "-1" || whole == "NoDevFiles") {
@@ -101,13 +76,13 @@ Expected<DiscoveredPool> from_variable(const std::string& name, std::string_view
     for (const auto part : parts)
         (is_alpha(part.front()) ? a_name : a_number) = part;
     if (!a_name.empty() && !a_number.empty())
-        return fail(dollar + ": mixes device numbers ('" + printable(a_number) + "') and device names ('" +
-                    printable(a_name) + "'); use one kind");
+        return fail(dollar + ": mixes device numbers ('" + text::printable(a_number) + "') and device names ('" +
+                    text::printable(a_name) + "'); use one kind");
 
     if (a_name.empty()) {
         auto ids = parse_device_range(value);
         if (!ids)
-            return fail(dollar + ": " + printable(ids.error().message));
+            return fail(dollar + ": " + text::printable(ids.error().message));
         return DiscoveredPool{std::move(*ids), dollar, name, {}};
     }
 
@@ -115,11 +90,11 @@ Expected<DiscoveredPool> from_variable(const std::string& name, std::string_view
     std::set<std::string_view> seen;
     for (const auto part : parts) {
         if (!std::all_of(part.begin(), part.end(), is_name_char))
-            return fail(dollar + ": invalid device name '" + printable(part) +
+            return fail(dollar + ": invalid device name '" + text::printable(part) +
                         "': expected letters, digits and - _ . : / (a GPU UUID like GPU-8f2a..., a MIG id)");
         // Two positions for one device would let two jobs share it.
         if (!seen.insert(part).second)
-            return fail(dollar + ": device '" + printable(part) + "' is listed twice");
+            return fail(dollar + ": device '" + text::printable(part) + "' is listed twice");
         entries.emplace_back(part);
     }
     if (entries.size() > static_cast<std::size_t>(max_device_id) + 1)

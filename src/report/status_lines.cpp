@@ -4,6 +4,7 @@
 
 #include <pto/devices.hpp>
 
+#include "common/text.hpp"
 #include "report/fd_writer.hpp"
 #include "runner/signal_names.hpp"
 
@@ -36,29 +37,12 @@ const char* word_for(JobStatus s)
 
 }  // namespace
 
-std::string escape_for_terminal(std::string_view text)
-{
-    static constexpr char hex[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(text.size());
-    for (unsigned char c : text) {
-        if (c < 0x20 || c >= 0x7f) {
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return out;
-}
-
 std::string format_finish_line(const JobResult& r)
 {
     std::string line = "[pto-par] ";
     line += word_for(r.status);
     line += ' ';
-    line += escape_for_terminal(r.label);
+    line += text::printable(r.label);
     if (r.status == JobStatus::cancelled)
         return line + "\n";
     if (r.signal != 0)
@@ -72,7 +56,7 @@ std::string format_finish_line(const JobResult& r)
     else if (r.stragglers < 0)
         line += " (stopped leftover processes)";
     if (!r.error.empty())
-        line += ": " + escape_for_terminal(r.error);
+        line += ": " + text::printable(r.error);
     return line + "\n";
 }
 
@@ -90,10 +74,10 @@ void StatusLines::on_start(const Job&, const JobResult& r)
 {
     if (verbosity_ < 0)
         return;
-    std::string line = "[pto-par] START " + escape_for_terminal(r.label) + " pid=" + std::to_string(r.pid) +
+    std::string line = "[pto-par] START " + text::printable(r.label) + " pid=" + std::to_string(r.pid) +
                        " devices=" + devices_text(r.devices);
     if (verbosity_ > 0 && r.index < specs_.size())
-        line += " line=" + std::to_string(specs_[r.index].line) + ": " + escape_for_terminal(specs_[r.index].command);
+        line += " line=" + std::to_string(specs_[r.index].line) + ": " + text::printable(specs_[r.index].command);
     line += '\n';
     // Standard error going away must not stop the run; nothing to do about it.
     (void)write_all(fd_, line);
@@ -126,7 +110,7 @@ void StatusLines::on_stopping(const char* reason)
 
 void StatusLines::on_timeout(const Job&, const JobResult& r, const JobOutput& output, double elapsed_s)
 {
-    std::string text = "[pto-par] TIMEOUT " + escape_for_terminal(r.label) + " pid=" + std::to_string(r.pid) +
+    std::string text = "[pto-par] TIMEOUT " + text::printable(r.label) + " pid=" + std::to_string(r.pid) +
                        " devices=" + devices_text(r.devices) + " ran " + fixed(elapsed_s, 1) +
                        "s; its output so far";
     const auto shown = output.tail(timeout_dump_bytes);
@@ -136,7 +120,7 @@ void StatusLines::on_timeout(const Job&, const JobResult& r, const JobOutput& ou
     text.append(shown);
     if (!shown.empty() && shown.back() != '\n')
         text += '\n';
-    text += "[pto-par] end of output of " + escape_for_terminal(r.label) + "\n";
+    text += "[pto-par] end of output of " + text::printable(r.label) + "\n";
     (void)write_all(fd_, text);  // see on_start
 }
 
@@ -146,12 +130,12 @@ void StatusLines::on_status(const StatusReport& report)
                        std::to_string(report.running.size()) + " running, " + std::to_string(report.queued) +
                        " queued, " + std::to_string(report.finished) + " finished\n";
     for (const auto& j : report.running) {
-        text += "[pto-par]   " + escape_for_terminal(j.result->label) + " pid=" + std::to_string(j.result->pid) +
+        text += "[pto-par]   " + text::printable(j.result->label) + " pid=" + std::to_string(j.result->pid) +
                 " devices=" + devices_text(j.result->devices) + " running " + fixed(j.elapsed_s, 1) + "s, " +
                 std::to_string(j.output->size() + j.output->dropped()) + " bytes of output";
         const auto last = j.output->last_line();
         if (!last.empty())
-            text += ", last: " + escape_for_terminal(last.substr(0, 200));
+            text += ", last: " + text::printable(last.substr(0, 200));
         text += '\n';
     }
     (void)write_all(fd_, text);  // see on_start

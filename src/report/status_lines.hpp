@@ -52,8 +52,5 @@ inline constexpr std::size_t timeout_dump_bytes = 64 * 1024;
 std::string format_finish_line(const JobResult& r);
 std::string format_summary_line(const Counts& c, double wall_s, int stopped_by_signal);
 
-// Control characters and bytes >= 0x7f in `text` as \xNN, so a status line
-// can never carry terminal escape sequences.
-std::string escape_for_terminal(std::string_view text);
 
 }  // namespace pto::report

@@ -14,8 +14,9 @@
 namespace pto::runner {
 
 struct Child {
-    pid_t pid = -1;   // also its process group id
-    UniqueFd output;  // read end, non-blocking, close-on-exec
+    pid_t pid = -1;       // also its process group id
+    UniqueFd output;      // read end, non-blocking, close-on-exec
+    bool direct = false;  // `/bin/sh -c LINE` was run as LINE's program (direct_exec.hpp)
 };
 
 struct LaunchContext {
@@ -26,7 +27,8 @@ struct LaunchContext {
 
 // Starts `spec` in a new process group with stdin on /dev/null and stdout and
 // stderr joined on a fresh pipe; the child gets SIGKILL if this process dies.
-// An error means nothing was left running.
+// An error means nothing was left running. `/bin/sh -c LINE` whose LINE is
+// one plain command is run as that command, as dash would (direct_exec.hpp).
 Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx);
 
 // The file execve would run for argv[0]: itself when it holds a '/', else the

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <filesystem>
@@ -122,6 +123,22 @@ TEST_CASE("a setsid grandchild holding the pipe neither hangs the job nor outliv
     for (int i = 0; i < 200 && !(gone = !process_alive(escaped)); ++i)
         std::this_thread::sleep_for(10ms);
     CHECK(gone);
+}
+
+}
+
+TEST_SUITE("hardening") {
+
+TEST_CASE("a job starts with SIGPIPE and SIGXFSZ at their defaults, though pto-par ignores them")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "-d", "none", dir.write("sig.cmds", "@0 grep SigIgn /proc/self/status\n")});
+    REQUIRE(r.exit_code == 0);
+    const auto at = r.out.find("SigIgn:");
+    REQUIRE(at != std::string::npos);
+    const unsigned long long ignored = std::stoull(r.out.substr(at + 7), nullptr, 16);
+    CHECK((ignored & (1ULL << (SIGPIPE - 1))) == 0);
+    CHECK((ignored & (1ULL << (SIGXFSZ - 1))) == 0);
 }
 
 }

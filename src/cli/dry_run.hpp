@@ -1,5 +1,6 @@
 #pragma once
 
+#include <ostream>
 #include <span>
 #include <string>
 
@@ -10,6 +11,8 @@ namespace pto::cli {
 // --dry-run's plan: a '#' header saying where the pool came from, then one
 // tab-separated line per job: seq, label, devices, timeout, line, command
 // (placeholders left as written, since no devices are allocated).
-std::string format_plan(std::span<const cmdfile::JobSpec> specs, const std::string& header);
+// Written to `out` as it is formatted: a 100,000-line plan never sits in
+// memory twice.
+void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs, const std::string& header);
 
 }  // namespace pto::cli

@@ -143,7 +143,8 @@ int run(int argc, char** argv)
                                     " from " + pool->source + ", platform " + opt.platform + ", -j " +
                                     std::to_string(max_parallel) + ", " + std::to_string(specs.size()) + " jobs";
     if (opt.dry_run) {
-        std::cout << cli::format_plan(specs, plan_header) << std::flush;
+        cli::print_plan(std::cout, specs, plan_header);
+        std::cout.flush();
         return std::cout ? 0 : 1;
     }
 

@@ -30,6 +30,14 @@ void OutputWriter::on_output(const Job&, const JobResult& r, std::string_view by
         start = nl + 1;
     }
     pending.append(bytes.substr(start));
+    // A line without end must not grow without bound: past the limit it is
+    // shown in pieces, each a line of its own.
+    while (pending.size() >= stream_line_limit) {
+        out += prefix;
+        out.append(pending, 0, stream_line_limit);
+        out += '\n';
+        pending.erase(0, stream_line_limit);
+    }
     emit(out);
 }
 

@@ -11,6 +11,9 @@ namespace pto::report {
 
 enum class OutputMode { group, stream, failed, none };
 
+// Stream mode splits a line longer than this into lines of this size.
+inline constexpr std::size_t stream_line_limit = 64 * 1024;
+
 class OutputWriter final : public RunObserver {
 public:
     OutputWriter(int fd, OutputMode mode) : fd_(fd), mode_(mode) {}

@@ -167,3 +167,17 @@ TEST_CASE("the spill file lives in $TMPDIR and a full disk is reported, not a cr
 }
 
 }
+
+TEST_SUITE("output") {
+
+TEST_CASE("--output stream shows a line without end in bounded pieces, every byte kept")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "--output", "stream", "-d", "none",
+                        dir.write("l.cmds", "@0,label=w head -c 200000 /dev/zero | tr '\\0' x\n")});
+    CHECK(r.exit_code == 0);
+    const std::string piece = "[w] " + std::string(64 * 1024, 'x') + "\n";
+    CHECK(r.out == piece + piece + piece + "[w] " + std::string(200000 - 3 * 64 * 1024, 'x') + "\n");
+}
+
+}

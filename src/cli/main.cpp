@@ -1,5 +1,6 @@
 // pto-par: the edge where values become messages and exit codes.
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,7 +9,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
-#include <thread>
 
 #include <pto/devices.hpp>
 #include <pto/scheduler.hpp>
@@ -75,11 +75,16 @@ std::string suite_name(const std::string& file)
 // job keeps CPUs busy; with no devices at all, one per CPU.
 std::size_t auto_parallel(const std::string& platform, std::size_t pool_size)
 {
-    const auto ncpu = std::max(1u, std::thread::hardware_concurrency());
+    // The CPUs this process may run on, as nproc(1) counts them: a taskset
+    // or cpuset narrower than the machine is what the jobs get too.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const std::size_t ncpu =
+        sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<std::size_t>(std::max(1, CPU_COUNT(&set))) : 1;
     if (pool_size == 0)
         return ncpu;
     const bool sim = platform.size() >= 3 && platform.compare(platform.size() - 3, 3, "sim") == 0;
-    return sim ? std::max<std::size_t>(1, std::min<std::size_t>(ncpu, pool_size)) : pool_size;
+    return sim ? std::min(ncpu, pool_size) : pool_size;
 }
 
 // Every job that can never fit, compiler-style; true if there was one.

@@ -17,6 +17,8 @@
 
 #include "report/junit_report.hpp"
 
+#include "scratch_dir.hpp"
+
 namespace fs = std::filesystem;
 using pto::JobOutput;
 using pto::JobResult;
@@ -28,23 +30,9 @@ using pto::report::XmlEscaper;
 
 namespace {
 
-class TempDir {
-public:
-    TempDir()
-    {
-        std::string tmpl = (fs::temp_directory_path() / "pto-par-junit-XXXXXX").string();
-        REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-        path_ = tmpl;
-    }
-    ~TempDir()
-    {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    const fs::path& path() const { return path_; }
-
-private:
-    fs::path path_;
+// The tests name their scratch directory after the report they write.
+struct TempDir : pto::test::ScratchDir {
+    TempDir() : ScratchDir("pto-par-junit") {}
 };
 
 std::string slurp(const fs::path& p)

@@ -17,6 +17,8 @@
 
 #include "report/log_dir.hpp"
 
+#include "scratch_dir.hpp"
+
 namespace fs = std::filesystem;
 using pto::JobOutput;
 using pto::JobResult;
@@ -28,24 +30,9 @@ using pto::report::safe_file_name;
 
 namespace {
 
-// A fresh directory under $TMPDIR, removed with everything in it.
-class TempDir {
-public:
-    TempDir()
-    {
-        std::string tmpl = (fs::temp_directory_path() / "pto-par-logdir-XXXXXX").string();
-        REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-        path_ = tmpl;
-    }
-    ~TempDir()
-    {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    const fs::path& path() const { return path_; }
-
-private:
-    fs::path path_;
+// The tests name their scratch directory after the report they write.
+struct TempDir : pto::test::ScratchDir {
+    TempDir() : ScratchDir("pto-par-logdir") {}
 };
 
 std::vector<JobSpec> specs_for(const std::vector<std::string>& labels)

@@ -47,6 +47,11 @@ struct Job {
     // Receives the allocated ids (ascending); an error fails this job alone.
     std::function<Expected<LaunchSpec>(std::span<const int> devices)> build;
     std::optional<double> timeout_s;  // its own time limit; RunOptions::job_timeout_s if unset
+    // Where the job came from, handed to observers with every event so that
+    // a report needs no side table (0 and empty when not from a file).
+    std::size_t seq = 0;   // 1-based position in the file
+    std::size_t line = 0;  // the line it starts on
+    std::string command;   // as written, before placeholders are replaced
 };
 
 enum class JobStatus { passed, failed, timeout, killed, cancelled };
@@ -106,6 +111,18 @@ public:
     virtual void on_notice(const std::string&) {}
 };
 
+// Something besides the jobs that the run's one poll() waits on, such as an
+// output sink holding bytes for a slow reader: the run asks each client what
+// it waits for before every poll, and calls it back when that is ready, so
+// that nothing outside poll() ever blocks the loop.
+class PollClient {
+public:
+    virtual ~PollClient() = default;
+    virtual int poll_fd() const = 0;          // < 0: nothing to wait for now
+    virtual short poll_events() const = 0;    // POLLOUT, POLLIN, ...
+    virtual void on_ready(short revents) = 0;
+};
+
 struct RunOptions {
     std::vector<int> pool;            // device ids
     std::size_t max_parallel = 0;     // 0: only the pool bounds it
@@ -122,6 +139,7 @@ struct RunOptions {
     // left alone).
     bool stop_escapees = true;
     RunObserver* observer = nullptr;
+    std::vector<PollClient*> poll_clients;
 };
 
 struct RunSummary {

@@ -13,6 +13,9 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
         job.label = spec.label;
         job.device_count = static_cast<std::size_t>(spec.devices);
         job.timeout_s = spec.timeout_s;
+        job.seq = spec.seq;
+        job.line = spec.line;
+        job.command = spec.command;
         job.build = [&spec, &world](std::span<const int> ids) -> Expected<LaunchSpec> {
             const std::string list = format_device_list(ids);
             const cmdfile::Placeholders values{format_device_range(ids), list, std::to_string(ids.size()),

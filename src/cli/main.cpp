@@ -25,7 +25,7 @@
 #include "report/log_dir.hpp"
 #include "report/output_writer.hpp"
 #include "report/status_lines.hpp"
-#include "runner/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace {
 
@@ -153,9 +153,9 @@ int run(int argc, char** argv)
         return std::cout ? 0 : 1;
     }
 
-    runner::UniqueFd json_fd;
+    UniqueFd json_fd;
     if (!opt.json_path.empty()) {
-        json_fd = runner::UniqueFd(open(opt.json_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+        json_fd = UniqueFd(open(opt.json_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
         if (!json_fd)
             return error(sys_error("cannot open --json file '" + opt.json_path + "'", errno).message);
     }

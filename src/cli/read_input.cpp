@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-#include "runner/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace pto::cli {
 
@@ -14,10 +14,10 @@ Expected<std::string> read_input(const std::string& file)
 {
     const bool is_stdin = file == "-";
     const std::string name = is_stdin ? "standard input" : "'" + file + "'";
-    runner::UniqueFd owned;
+    UniqueFd owned;
     int fd = STDIN_FILENO;
     if (!is_stdin) {
-        owned = runner::UniqueFd(open(file.c_str(), O_RDONLY | O_CLOEXEC));
+        owned = UniqueFd(open(file.c_str(), O_RDONLY | O_CLOEXEC));
         if (!owned)
             return tl::unexpected(sys_error("cannot open " + name, errno));
         fd = owned.get();

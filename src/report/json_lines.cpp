@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "report/fd_writer.hpp"
-#include "runner/signal_names.hpp"
+#include "common/signal_names.hpp"
 
 namespace pto::report {
 namespace {
@@ -91,7 +91,7 @@ std::string job_json(const JobResult& r, const cmdfile::JobSpec& spec)
     o += ",\"command\":" + json_string(spec.command);
     o += ",\"status\":\"" + std::string(to_string(r.status)) + "\"";
     o += ",\"exit_code\":" + (r.exit_code ? std::to_string(*r.exit_code) : std::string("null"));
-    o += ",\"signal\":" + (r.signal != 0 ? json_string(runner::signal_name(r.signal)) : std::string("null"));
+    o += ",\"signal\":" + (r.signal != 0 ? json_string(signal_name(r.signal)) : std::string("null"));
     o += ",\"devices\":[";
     for (std::size_t i = 0; i < r.devices.size(); ++i)
         o += (i ? "," : "") + std::to_string(r.devices[i]);

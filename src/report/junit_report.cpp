@@ -15,7 +15,7 @@
 #include <pto/devices.hpp>
 
 #include "report/fd_writer.hpp"
-#include "runner/signal_names.hpp"
+#include "common/signal_names.hpp"
 
 namespace pto::report {
 namespace {
@@ -139,19 +139,19 @@ private:
 };
 
 // An unlinked file in $TMPDIR: nothing to clean up, whatever ends pto-par.
-Expected<runner::UniqueFd> make_spool()
+Expected<UniqueFd> make_spool()
 {
     const char* env = std::getenv("TMPDIR");
     const std::string dir = env != nullptr && *env != '\0' ? env : "/tmp";
     int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd >= 0)
-        return runner::UniqueFd(fd);
+        return UniqueFd(fd);
     // Not every file system has O_TMPFILE: create, then unlink at once.
     std::string name = dir + "/pto-par-junit-XXXXXX";
     fd = mkostemp(name.data(), O_CLOEXEC);
     if (fd < 0)
         return tl::unexpected(sys_error("cannot create a temporary file in " + dir + " (see $TMPDIR)", errno));
-    runner::UniqueFd owned(fd);
+    UniqueFd owned(fd);
     if (unlink(name.c_str()) != 0)
         return tl::unexpected(sys_error("cannot unlink temporary file " + name, errno));
     return owned;
@@ -179,7 +179,7 @@ std::string host_name()
 std::string failure_message(const JobResult& r)
 {
     if (r.signal != 0)
-        return "killed by " + runner::signal_name(r.signal);
+        return "killed by " + signal_name(r.signal);
     if (r.exit_code)
         return "exit code " + std::to_string(*r.exit_code);
     if (!r.error.empty())
@@ -190,7 +190,7 @@ std::string failure_message(const JobResult& r)
 std::string stopped_message(const JobResult& r)
 {
     if (r.signal != 0)
-        return "stopped by pto-par (" + runner::signal_name(r.signal) + ")";
+        return "stopped by pto-par (" + signal_name(r.signal) + ")";
     if (r.exit_code)
         return "stopped by pto-par (exit code " + std::to_string(*r.exit_code) + ")";
     return "stopped by pto-par";

@@ -17,7 +17,7 @@
 #include <pto/scheduler.hpp>
 
 #include "cmdfile/commands_file.hpp"
-#include "runner/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace pto::report {
 
@@ -64,7 +64,7 @@ private:
     std::span<const cmdfile::JobSpec> specs_;
     std::string suite_;
     std::vector<Case> cases_;
-    runner::UniqueFd spool_;
+    UniqueFd spool_;
     std::uint64_t spool_size_ = 0;
     int out_fd_ = -1;           // the temporary beside FILE, or FILE itself when it is no regular file
     std::string temp_path_;     // empty when writing FILE in place

@@ -92,7 +92,7 @@ Expected<void> LogDir::open()
     }
     if (fd < 0)
         return tl::unexpected(sys_error("cannot open log directory '" + dir_ + "'", errno));
-    dir_fd_ = runner::UniqueFd(fd);
+    dir_fd_ = UniqueFd(fd);
     return {};
 }
 

@@ -11,7 +11,7 @@
 #include <pto/scheduler.hpp>
 
 #include "cmdfile/commands_file.hpp"
-#include "runner/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace pto::report {
 
@@ -41,7 +41,7 @@ private:
     std::string dir_;
     std::span<const cmdfile::JobSpec> specs_;
     std::vector<std::string> names_;  // file name per job, ".log" included
-    runner::UniqueFd dir_fd_;
+    UniqueFd dir_fd_;
     std::optional<Error> error_;
 };
 

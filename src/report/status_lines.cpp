@@ -6,7 +6,7 @@
 
 #include "common/text.hpp"
 #include "report/fd_writer.hpp"
-#include "runner/signal_names.hpp"
+#include "common/signal_names.hpp"
 
 namespace pto::report {
 namespace {
@@ -46,7 +46,7 @@ std::string format_finish_line(const JobResult& r)
     if (r.status == JobStatus::cancelled)
         return line + "\n";
     if (r.signal != 0)
-        line += " signal=" + runner::signal_name(r.signal);
+        line += " signal=" + signal_name(r.signal);
     else if (r.exit_code)
         line += " exit=" + std::to_string(*r.exit_code);
     line += " " + fixed(r.duration_s, 2) + "s devices=" + devices_text(r.devices);
@@ -66,7 +66,7 @@ std::string format_summary_line(const Counts& c, double wall_s, int stopped_by_s
                        " failed, " + std::to_string(c.timeout) + " timed out, " + std::to_string(c.killed) +
                        " killed, " + std::to_string(c.cancelled) + " cancelled in " + fixed(wall_s, 2) + "s";
     if (stopped_by_signal != 0)
-        line += " (stopped by " + runner::signal_name(stopped_by_signal) + ")";
+        line += " (stopped by " + signal_name(stopped_by_signal) + ")";
     return line + "\n";
 }
 

@@ -9,7 +9,7 @@
 #include <pto/scheduler.hpp>
 
 #include "runner/environment.hpp"
-#include "runner/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace pto::runner {
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "runner/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace pto::runner {
 

@@ -37,7 +37,6 @@ const char* to_string(JobStatus s)
 
 namespace {
 
-using runner::UniqueFd;
 using Clock = std::chrono::steady_clock;
 
 // After SIGKILL a group can still look alive: a zombie member whose parent

@@ -9,7 +9,7 @@
 
 #include <pto/error.hpp>
 
-#include "runner/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace pto::runner {
 

@@ -1,8 +1,8 @@
-#include "runner/signal_names.hpp"
+#include "common/signal_names.hpp"
 
 #include <string.h>
 
-namespace pto::runner {
+namespace pto {
 
 std::string signal_name(int sig)
 {
@@ -10,4 +10,4 @@ std::string signal_name(int sig)
     return abbrev != nullptr ? std::string("SIG") + abbrev : "SIG" + std::to_string(sig);
 }
 
-}  // namespace pto::runner
+}  // namespace pto

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-namespace pto::runner {
+namespace pto {
 
 // Owns one file descriptor.
 class UniqueFd {
@@ -39,4 +39,4 @@ private:
     int fd_ = -1;
 };
 
-}  // namespace pto::runner
+}  // namespace pto

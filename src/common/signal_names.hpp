@@ -2,9 +2,9 @@
 
 #include <string>
 
-namespace pto::runner {
+namespace pto {
 
 // "SIGSEGV", or "SIG34" for one without a name.
 std::string signal_name(int sig);
 
-}  // namespace pto::runner
+}  // namespace pto

@@ -18,6 +18,7 @@ _pto_par_values()
         words='CUDA_VISIBLE_DEVICES ASCEND_RT_VISIBLE_DEVICES HIP_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES'
         ;;
     --output) words='group stream failed none' ;;
+    --contain) words='auto cgroup pgroup' ;;
     --json | --junit)
         compopt -o filenames 2>/dev/null
         mapfile -t COMPREPLY < <(compgen -f -- "$cur")
@@ -48,7 +49,7 @@ _pto_par()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} w need='' i j c
     local long_with_value='--devices --device --jobs --platform --device-env --shell
-        --kill-grace --timeout --job-timeout --dump-grace --output --json --junit --log-dir'
+        --kill-grace --timeout --job-timeout --dump-grace --contain --output --json --junit --log-dir'
     local long_flags='--fail-fast --dry-run --quiet --verbose --help --version'
     local short_opts='-d -j -p -e -x -n -q -v -h -V'
     COMPREPLY=()

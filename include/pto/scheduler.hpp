@@ -68,7 +68,7 @@ struct JobResult {
     double start = 0;               // Unix seconds
     double end = 0;                 // when its devices were released
     double duration_s = 0;
-    int stragglers = 0;             // processes of its group stopped after it ended (-1: some, count unknown)
+    int stragglers = 0;             // processes of the job stopped after its leader ended (-1: some, count unknown)
     std::string error;              // why it could not start, or what went wrong around it
     std::uint64_t output_lost = 0;  // bytes that could not be kept (a full disk)
     std::string output;             // filled only with RunOptions::keep_output
@@ -123,6 +123,14 @@ public:
     virtual void on_ready(short revents) = 0;
 };
 
+// How a job is kept together so that all of it can be stopped before its
+// devices are handed on.
+enum class Containment {
+    automatic,      // a cgroup per job where this process may make them, else process_group
+    cgroup,         // a cgroup per job (cgroup v2), or run_jobs fails
+    process_group,  // the job's session and process group, with this process as subreaper
+};
+
 struct RunOptions {
     std::vector<int> pool;            // device ids
     std::size_t max_parallel = 0;     // 0: only the pool bounds it
@@ -140,13 +148,21 @@ struct RunOptions {
     bool stop_escapees = true;
     RunObserver* observer = nullptr;
     std::vector<PollClient*> poll_clients;
+    Containment containment = Containment::automatic;
 };
 
 struct RunSummary {
     std::vector<JobResult> results;  // one per job, in job order
     int stopped_by_signal = 0;       // SIGINT etc. that stopped the run, 0 if none
     bool timed_out = false;          // the run's own time limit expired
+    Containment containment = Containment::process_group;  // what was in force
+    std::vector<int> withheld;       // devices taken out of the pool: their last job could not be stopped
 };
+
+// What `mode` would give here and now, in words for -v and --dry-run:
+// "cgroup v2 (/sys/fs/cgroup/unified)" or "process groups (no cgroup v2: ...)";
+// an error when `mode` is cgroup and cgroups cannot be used.
+Expected<std::string> describe_containment(Containment mode);
 
 // Fails before starting anything if a job needs more devices than the pool
 // holds, or if the process cannot set up its signal and pipe plumbing.

@@ -147,8 +147,11 @@ int run(int argc, char** argv)
     const std::string plan_header = "pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) +
                                     " from " + pool->source + ", platform " + opt.platform + ", -j " +
                                     std::to_string(max_parallel) + ", " + std::to_string(specs.size()) + " jobs";
+    const auto containment = describe_containment(opt.contain);
+    if (!containment)
+        return usage_error(containment.error().message);
     if (opt.dry_run) {
-        cli::print_plan(std::cout, specs, plan_header);
+        cli::print_plan(std::cout, specs, plan_header + "\n# jobs contained by " + *containment);
         std::cout.flush();
         return std::cout ? 0 : 1;
     }
@@ -169,6 +172,7 @@ int run(int argc, char** argv)
     ro.timeout_s = opt.timeout_s;
     ro.job_timeout_s = opt.job_timeout_s;
     ro.dump_grace_s = opt.dump_grace_s;
+    ro.containment = opt.contain;
 
     report::StatusLines status(STDERR_FILENO, opt.verbosity, specs);
     report::OutputWriter output(STDOUT_FILENO, opt.output);
@@ -194,8 +198,10 @@ int run(int argc, char** argv)
     }
     ro.observer = &fanout;
 
-    if (opt.verbosity > 0)
+    if (opt.verbosity > 0) {
         status.note(plan_header);
+        status.note("jobs contained by " + *containment);
+    }
 
     const auto t0 = std::chrono::steady_clock::now();
     auto summary = run_jobs(cli::build_jobs(specs, world), ro);

@@ -21,6 +21,7 @@ enum LongOnly {
     opt_junit,
     opt_log_dir,
     opt_shell,
+    opt_contain,
 };
 
 const option long_options[] = {
@@ -42,6 +43,7 @@ const option long_options[] = {
     {"quiet", no_argument, nullptr, 'q'},
     {"verbose", no_argument, nullptr, 'v'},
     {"shell", required_argument, nullptr, opt_shell},
+    {"contain", required_argument, nullptr, opt_contain},
     {"help", no_argument, nullptr, 'h'},
     {"version", no_argument, nullptr, 'V'},
     {nullptr, 0, nullptr, 0},
@@ -180,6 +182,16 @@ Expected<Options> parse_options(int argc, char** argv)
                 return fail("--shell needs a path");
             o.shell = arg;
             break;
+        case opt_contain:
+            if (std::string_view(arg) == "auto")
+                o.contain = Containment::automatic;
+            else if (std::string_view(arg) == "cgroup")
+                o.contain = Containment::cgroup;
+            else if (std::string_view(arg) == "pgroup")
+                o.contain = Containment::process_group;
+            else
+                return fail("invalid value '" + std::string(arg) + "' for --contain: expected auto, cgroup or pgroup");
+            break;
         case ':':
             return fail(std::string("option '") + name + "' needs a value");
         default:
@@ -222,6 +234,9 @@ Failures and limits:
       --timeout SECS     time limit for the whole run
       --job-timeout SECS time limit for each job (a line's timeout= wins)
       --dump-grace SECS  time a timed-out job gets to print its stacks (default 2)
+      --contain HOW      keep each job together so all of it can be stopped:
+                         cgroup (a cgroup v2 per job), pgroup (its process
+                         group), auto (default: cgroup where possible)
 
 Output and reports:
       --output MODE      group (default: each job's output whole when it

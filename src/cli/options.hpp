@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <pto/error.hpp>
+#include <pto/scheduler.hpp>
 
 #include "report/output_writer.hpp"
 
@@ -30,6 +31,7 @@ struct Options {
     bool dry_run = false;
     int verbosity = 0;                    // -1 quiet, 0 normal, 1 verbose
     std::string shell = "/bin/sh";
+    Containment contain = Containment::automatic;  // --contain
     std::string file = "-";               // "-" is standard input
     bool help = false;
     bool version = false;

@@ -60,4 +60,17 @@ void DevicePool::release(std::span<const int> held)
     }
 }
 
+void DevicePool::withhold(std::span<const int> held)
+{
+    for (int id : held) {
+        const auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
+        const auto i = static_cast<std::size_t>(it - ids_.begin());
+        if (it == ids_.end() || *it != id || free_[i]) {
+            std::fprintf(stderr, "pto-par: internal error: device %d withheld but not held\n", id);
+            std::abort();
+        }
+    }
+    withheld_ += held.size();
+}
+
 }  // namespace pto

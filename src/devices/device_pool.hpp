@@ -25,10 +25,17 @@ public:
     // ever held twice.
     void release(std::span<const int> held);
 
+    // Ids taken by acquire() that must never be handed out again in this
+    // run (something of their last job could not be stopped): they stay
+    // held, and count no more towards what a job can ever get.
+    void withhold(std::span<const int> held);
+    std::size_t usable() const { return ids_.size() - withheld_; }
+
 private:
     std::vector<int> ids_;     // sorted
     std::vector<bool> free_;   // parallel to ids_
     std::size_t free_count_ = 0;
+    std::size_t withheld_ = 0;
 };
 
 }  // namespace pto

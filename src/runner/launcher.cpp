@@ -1,6 +1,7 @@
 #include "runner/launcher.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -8,51 +9,71 @@
 
 #include <array>
 #include <cerrno>
-#include <csignal>
-#include <optional>
-
-#include "runner/direct_exec.hpp"
+#include <cstring>
 
 namespace pto::runner {
 namespace {
 
 // What the child needs, prepared in full by the parent: between vfork and
-// execve the child may only make system calls. It reports a failure by
-// writing err/step, which the parent reads once vfork returns (the memory is
-// shared until execve or _exit).
+// execve the child may only make system calls.
 struct ChildPlan {
     const char* path;
     char* const* argv;
     char* const* envp;
-    // When `path` is a line's program run without its shell: the shell
-    // line itself, run if that execve fails.
-    const char* fallback_path;
-    char* const* fallback_argv;
-    char* const* fallback_envp;
     const char* cwd;
     int dev_null;
     int out_fd;
-    const sigset_t* mask;
+    int cgroup_procs;
+    int report_fd;  // close-on-exec: EOF at execve, or the failure written
     pid_t parent;
-    volatile int err;
-    const char* volatile step;
 };
 
-// Signals the run handles or ignores; a job must start with their defaults
-// whatever the caller had, or Ctrl-C or a closed pipe would not reach it.
-constexpr std::array reset_signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE, SIGXFSZ};
+// Signals a job must start with at their defaults whatever this process does
+// with them: ignored ones are inherited across execve, and Ctrl-C, a closed
+// pipe or a file-size limit must reach the job as they would reach any program.
+constexpr std::array reset_always{SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE, SIGXFSZ};
 
-[[noreturn]] void child_fail(ChildPlan* plan, const char* step)
+struct ExecFailure {
+    int err;
+    char step[52];
+};
+
+// The failure goes through a pipe rather than the memory vfork shares: where
+// vfork is a fork (qemu-user), shared memory would never reach the parent.
+[[noreturn]] void child_fail(const ChildPlan* plan, const char* step)
 {
-    plan->err = errno;
-    plan->step = step;
+    ExecFailure f{errno, {}};
+    std::strncpy(f.step, step, sizeof f.step - 1);
+    // If this write fails the parent still sees exit 127 with no reason.
+    (void)!write(plan->report_fd, &f, sizeof f);
     _exit(127);
 }
 
-[[noreturn]] void exec_child(ChildPlan* plan)
+[[noreturn]] void exec_child(const ChildPlan* plan)
 {
-    if (setpgid(0, 0) != 0)
-        child_fail(plan, "setpgid");
+    // Every signal is blocked here (the parent blocked them all around
+    // vfork), so no handler of the caller can run on the shared stack and
+    // heap; caught ones go back to their defaults before anything is unblocked.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) {
+        struct sigaction old {};
+        if (sigaction(sig, nullptr, &old) != 0)
+            continue;  // EINVAL: no such signal, or one that cannot be caught
+        if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)
+            (void)sigaction(sig, &dfl, nullptr);  // only fails for SIGKILL/SIGSTOP, never caught
+    }
+    for (int sig : reset_always)
+        if (sigaction(sig, &dfl, nullptr) != 0)
+            child_fail(plan, "sigaction");
+    // Its own session: its own process group (Ctrl-C at the terminal reaches
+    // pto-par alone, which stops the jobs in order), and no controlling
+    // terminal, so a job that opens /dev/tty fails instead of stopping on
+    // SIGTTIN for ever.
+    if (setsid() < 0)
+        child_fail(plan, "setsid");
+    if (plan->cgroup_procs >= 0 && write(plan->cgroup_procs, "0", 1) != 1)
+        child_fail(plan, "joining its cgroup");
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         child_fail(plan, "prctl(PR_SET_PDEATHSIG)");
     // The parent may have died before the line above took effect; then no
@@ -62,20 +83,13 @@ constexpr std::array reset_signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SI
     if (dup2(plan->dev_null, STDIN_FILENO) < 0 || dup2(plan->out_fd, STDOUT_FILENO) < 0 ||
         dup2(plan->out_fd, STDERR_FILENO) < 0)
         child_fail(plan, "dup2");
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int sig : reset_signals)
-        if (sigaction(sig, &dfl, nullptr) != 0)
-            child_fail(plan, "sigaction");
-    if (sigprocmask(SIG_SETMASK, plan->mask, nullptr) != 0)
-        child_fail(plan, "sigprocmask");
     if (plan->cwd != nullptr && chdir(plan->cwd) != 0)
         child_fail(plan, "chdir");
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0)
+        child_fail(plan, "sigprocmask");
     execve(plan->path, plan->argv, plan->envp);
-    // A script without #! (ENOEXEC), a file we may not run (EACCES)...: the
-    // shell handles those its own way and in its own words.
-    if (plan->fallback_path != nullptr)
-        execve(plan->fallback_path, plan->fallback_argv, plan->fallback_envp);
     child_fail(plan, "execve");
 }
 
@@ -95,34 +109,46 @@ std::vector<char*> pointers(const std::vector<std::string>& words)
     return out;
 }
 
-// `/bin/sh -c LINE` as dash would run it when LINE is one plain command:
-// its words, the program dash's PATH search finds, dash's environment.
-struct DirectExec {
-    std::string path;
-    std::vector<std::string> words;
-    std::vector<char*> argv;
-    std::vector<char*> envp;
+Expected<void> set_nonblocking(int fd)
+{
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
+        return tl::unexpected(sys_error("fcntl(O_NONBLOCK)", errno));
+    return {};
+}
+
+// Blocks every signal for its lifetime: the vfork child runs on this
+// thread's stack until it execs.
+class AllSignalsBlocked {
+public:
+    AllSignalsBlocked()
+    {
+        sigset_t all;
+        sigfillset(&all);
+        // Cannot fail with a valid set and how.
+        (void)pthread_sigmask(SIG_SETMASK, &all, &saved_);
+    }
+    ~AllSignalsBlocked() { (void)pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+    AllSignalsBlocked(const AllSignalsBlocked&) = delete;
+    AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
+
+private:
+    sigset_t saved_{};
 };
 
-std::optional<DirectExec> direct_form(const LaunchSpec& spec, const Environment& env)
+// Kept apart from launch() so that no local of a caller lives across the
+// vfork (whose child borrows this stack frame).
+[[gnu::noinline]] pid_t start_child(const ChildPlan* plan, int* err)
 {
-    // Only the shell that is modelled, exactly as the CLI runs a line, in
-    // our own directory (whose PWD the model computed).
-    if (spec.argv.size() != 3 || spec.argv[0] != "/bin/sh" || spec.argv[1] != "-c" || !spec.cwd.empty())
-        return std::nullopt;
-    const auto search = env.sh_path_for(spec.env);
-    if (!search)
-        return std::nullopt;
-    auto words = plain_command_words(spec.argv[2]);
-    if (!words)
-        return std::nullopt;
-    // Not found: the shell says so ("sh: 1: x: not found") and exits 127.
-    auto path = resolve_program(words->front(), *search);
-    if (!path)
-        return std::nullopt;
-    DirectExec d{std::move(*path), std::move(*words), {}, env.sh_block(spec.env)};
-    d.argv = pointers(d.words);
-    return d;
+    const AllSignalsBlocked blocked;
+    // vfork rather than posix_spawn: spawn cannot make a session leader
+    // with PR_SET_PDEATHSIG that joins a cgroup; vfork keeps spawn's cost
+    // (no page-table copy) in a large process.
+    const pid_t pid = vfork();
+    if (pid == 0)
+        exec_child(plan);
+    *err = errno;  // before the mask is restored
+    return pid;
 }
 
 }  // namespace
@@ -147,7 +173,7 @@ Expected<std::string> resolve_program(const std::string& name, std::string_view 
     return fail(name + ": command not found in PATH", ENOENT);
 }
 
-Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx)
+Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx, int cgroup_procs)
 {
     if (spec.argv.empty())
         return fail("empty command line");
@@ -157,46 +183,41 @@ Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx)
 
     const std::vector<char*> argv = pointers(spec.argv);
     const std::vector<char*> envp = ctx.env->block(spec.env);
-    const auto direct = direct_form(spec, *ctx.env);
 
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
         return tl::unexpected(sys_error("pipe2", errno));
     UniqueFd read_end(fds[0]);
     UniqueFd write_end(fds[1]);
-    const int flags = fcntl(read_end.get(), F_GETFL);
-    if (flags < 0 || fcntl(read_end.get(), F_SETFL, flags | O_NONBLOCK) != 0)
-        return tl::unexpected(sys_error("fcntl(O_NONBLOCK)", errno));
+    if (auto ok = set_nonblocking(read_end.get()); !ok)
+        return tl::unexpected(ok.error());
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return tl::unexpected(sys_error("pipe2", errno));
+    UniqueFd report_read(fds[0]);
+    UniqueFd report_write(fds[1]);
 
-    ChildPlan plan{path->c_str(), argv.data(), envp.data(), nullptr, nullptr, nullptr,
-                   spec.cwd.empty() ? nullptr : spec.cwd.c_str(), ctx.dev_null, write_end.get(), ctx.child_mask,
-                   getpid(), 0, nullptr};
-    if (direct) {
-        plan.fallback_path = plan.path;
-        plan.fallback_argv = plan.argv;
-        plan.fallback_envp = plan.envp;
-        plan.path = direct->path.c_str();
-        plan.argv = direct->argv.data();
-        plan.envp = direct->envp.data();
-    }
-    // vfork rather than posix_spawn: spawn cannot set PR_SET_PDEATHSIG, and
-    // vfork keeps spawn's cost (no page-table copy) in a large process.
-    const pid_t pid = vfork();
-    if (pid == 0)
-        exec_child(&plan);
+    const ChildPlan plan{path->c_str(), argv.data(), envp.data(), spec.cwd.empty() ? nullptr : spec.cwd.c_str(),
+                         ctx.dev_null, write_end.get(), cgroup_procs, report_write.get(), getpid()};
+    int vfork_errno = 0;
+    const pid_t pid = start_child(&plan, &vfork_errno);
     if (pid < 0)
-        return tl::unexpected(sys_error("vfork", errno));
+        return tl::unexpected(sys_error("vfork", vfork_errno));
     write_end.reset();
+    report_write.reset();
 
-    if (plan.err != 0) {
-        const int err = plan.err;
-        const std::string step = plan.step;
-        // The child has already _exit()ed; reap it so no zombie is left.
+    ExecFailure f{};
+    ssize_t n = 0;
+    do
+        n = read(report_read.get(), &f, sizeof f);
+    while (n < 0 && errno == EINTR);
+    if (n == static_cast<ssize_t>(sizeof f)) {
+        // The child has _exit()ed or is about to; reap it so no zombie is left.
         while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
         }
-        return tl::unexpected(sys_error(step + " " + *path, err));
+        f.step[sizeof f.step - 1] = '\0';
+        return tl::unexpected(sys_error(std::string(f.step) + " " + *path, f.err));
     }
-    return Child{pid, std::move(read_end), direct.has_value()};
+    return Child{pid, std::move(read_end)};
 }
 
 }  // namespace pto::runner

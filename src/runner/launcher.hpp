@@ -1,35 +1,35 @@
-// One job -> one process group whose stdout and stderr are one pipe.
-// Knows nothing of scheduling.
+// One job -> one process in a session of its own (so also its own process
+// group, and no controlling terminal), optionally inside a cgroup, whose
+// stdout and stderr are one pipe. Knows nothing of scheduling.
 #pragma once
 
-#include <signal.h>
 #include <sys/types.h>
 
 #include <pto/error.hpp>
 #include <pto/scheduler.hpp>
 
-#include "runner/environment.hpp"
 #include "common/unique_fd.hpp"
+#include "runner/environment.hpp"
 
 namespace pto::runner {
 
 struct Child {
-    pid_t pid = -1;       // also its process group id
-    UniqueFd output;      // read end, non-blocking, close-on-exec
-    bool direct = false;  // `/bin/sh -c LINE` was run as LINE's program (direct_exec.hpp)
+    pid_t pid = -1;   // also its session and process group id
+    UniqueFd output;  // read end, non-blocking, close-on-exec
 };
 
 struct LaunchContext {
     const Environment* env = nullptr;
-    int dev_null = -1;            // opened once per run, read-only
-    const sigset_t* child_mask;   // the mask the caller had before the run blocked signals
+    int dev_null = -1;  // opened once per run, read-only
 };
 
-// Starts `spec` in a new process group with stdin on /dev/null and stdout and
-// stderr joined on a fresh pipe; the child gets SIGKILL if this process dies.
-// An error means nothing was left running. `/bin/sh -c LINE` whose LINE is
-// one plain command is run as that command, as dash would (direct_exec.hpp).
-Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx);
+// Starts `spec` as the leader of a new session with stdin on /dev/null and
+// stdout and stderr joined on a fresh pipe, every signal at its default and
+// none blocked; the child gets SIGKILL if this process dies. With
+// `cgroup_procs` >= 0 (a cgroup's cgroup.procs, open for writing) the child
+// moves itself there before it runs anything. An error means nothing was left
+// running; its sys_errno is EMFILE/ENFILE/EAGAIN when a resource was short.
+Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx, int cgroup_procs = -1);
 
 // The file execve would run for argv[0]: itself when it holds a '/', else the
 // first executable match in `path_var`.

@@ -24,8 +24,8 @@ bool group_exists(pid_t pgid)
 void signal_group(pid_t pgid, int sig)
 {
     // ESRCH: nothing left to signal, which is the goal. EPERM: a setuid member
-    // we may not signal; group_exists() keeps reporting it and the run's
-    // give-up deadline bounds the wait.
+    // we may not signal; group_exists() keeps reporting it, and once the wait
+    // after SIGKILL ends the job's devices are withheld.
     (void)kill(-pgid, sig);
 }
 
@@ -87,6 +87,16 @@ int count_group_members(pid_t pgid)
             ++count;
     });
     return ok ? count : -1;
+}
+
+std::vector<pid_t> group_members(pid_t pgid)
+{
+    std::vector<pid_t> pids;
+    for_each_process([&](pid_t pid, StatIds ids) {
+        if (ids.pgrp == pgid)
+            pids.push_back(pid);
+    });
+    return pids;
 }
 
 std::vector<pid_t> children_of_this_process()

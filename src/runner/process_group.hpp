@@ -17,6 +17,9 @@ void signal_group(pid_t pgid, int sig);
 // (not mounted, as in a bare chroot).
 int count_group_members(pid_t pgid);
 
+// The processes in the group, from /proc; empty when /proc cannot tell.
+std::vector<pid_t> group_members(pid_t pgid);
+
 // This process's children, from /proc (every thread's children file, or
 // a scan of /proc/*/stat where those files do not exist). Empty when /proc
 // cannot tell.

@@ -1,9 +1,11 @@
-// The policy: FIFO with head-of-line blocking, -j, fail-fast, stopping on
-// signals, and the rule that a job's devices return to the pool only once
-// nothing of its process group is left. The only place that blocks is the
-// poll() in Run::loop, whose timeout is the next deadline.
+// The policy: FIFO with head-of-line blocking, -j, fail-fast, time limits,
+// stopping on signals, and the rule that a job's devices return to the pool
+// only once nothing of it is left — or never, if something of it cannot be
+// stopped. The processes themselves are JobProcess's; the one blocking call
+// is ProcessSet::wait, whose timeout is the next deadline.
 #include <pto/scheduler.hpp>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -12,13 +14,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <fcntl.h>
+#include <csignal>
 #include <memory>
 #include <optional>
 
+#include <pto/devices.hpp>
+
 #include "devices/device_pool.hpp"
+#include "runner/cgroup.hpp"
 #include "runner/launcher.hpp"
 #include "runner/process_group.hpp"
+#include "runner/process_set.hpp"
 #include "runner/signal_channel.hpp"
 
 namespace pto {
@@ -37,12 +43,14 @@ const char* to_string(JobStatus s)
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using runner::Clock;
+using runner::JobProcess;
+using runner::StopStage;
 
-// After SIGKILL a group can still look alive: a zombie member whose parent
-// left the group, or a process stuck in the kernel. Past this we hand the
-// devices on with a warning rather than wait forever.
-constexpr auto give_up_after_kill = std::chrono::seconds(2);
+// After SIGKILL, how long a job may take to be gone. Past it, what is left
+// cannot be stopped (a setuid process we may not signal, a process stuck in
+// a driver): the job's devices are withheld for the rest of the run.
+constexpr auto wait_after_kill = std::chrono::seconds(2);
 
 // Bytes read from one pipe per wake-up before looking at the others again.
 constexpr std::size_t read_chunk = 64 * 1024;
@@ -66,82 +74,79 @@ Clock::duration to_duration(double s)
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::clamp(s, 0.0, century)));
 }
 
-struct Running {
-    std::size_t index = 0;
-    pid_t pid = -1;
-    UniqueFd out;
-    std::vector<int> devices;
-    Clock::time_point started;
-    JobOutput output;
-    bool leader_alive = true;
-    bool stopped_by_us = false;
-    int kill_stage = 0;  // 0: none, 1: SIGTERM sent, 2: SIGKILL sent, 3: given up
-    Clock::time_point deadline;  // of the kill stage
-    std::optional<Clock::time_point> limit_at;  // its own time limit
-    bool timed_out = false;      // SIGUSR1 sent for its time limit or the run's
-    bool dumped = false;         // on_timeout delivered
-    Clock::time_point dump_at;   // when the dump grace ends
-};
+bool is_shortage(int err)
+{
+    return err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM;
+}
 
 class Run {
 public:
     Run(std::vector<Job>& jobs, const RunOptions& opt, runner::SignalChannel& signals,
-        const runner::LaunchContext& ctx)
-        : jobs_(jobs), opt_(opt), signals_(signals), ctx_(ctx), pool_(opt.pool), began_(Clock::now())
+        const runner::LaunchContext& ctx, const runner::RunCgroup* cgroup)
+        : jobs_(jobs), opt_(opt), ctx_(ctx), cgroup_(cgroup), set_(signals, opt.poll_clients), signals_(signals),
+          pool_(opt.pool), began_(Clock::now())
     {
         if (opt.timeout_s)
             run_deadline_ = began_ + to_duration(*opt.timeout_s);
-        if (opt.stop_escapees)
+        if (opt.stop_escapees && cgroup == nullptr)
             children_before_ = runner::children_of_this_process();
         results_.resize(jobs.size());
         for (std::size_t i = 0; i < jobs.size(); ++i) {
             results_[i].index = i;
             results_[i].label = jobs[i].label;
         }
+        cancelled_.resize(jobs.size(), false);
+        held_.resize(jobs.size());
         scratch_.resize(read_chunk);
     }
 
     Expected<void> loop();
 
-    RunSummary take() { return RunSummary{std::move(results_), stopped_by_signal_, run_timed_out_}; }
-
-    // The loop itself failed: leave nothing running behind us.
-    void abandon()
+    RunSummary take()
     {
-        for (auto& r : running_)
-            runner::signal_group(r->pid, SIGKILL);
+        RunSummary s{std::move(results_), stopped_by_signal_, run_timed_out_, {}, std::move(withheld_)};
+        s.containment = cgroup_ != nullptr ? Containment::cgroup : Containment::process_group;
+        return s;
     }
 
 private:
     void start_ready();
     bool start(std::size_t index, std::vector<int> devices);
+    void fail_to_start(std::size_t index, std::vector<int> devices, const Error& why);
     void notice(const std::string& text);
-    void sweep_escapees();
-    void reap_until(Clock::time_point deadline);
-    std::vector<pid_t> escapees() const;
-    Expected<void> handle_signals();
-    void reap();
-    void leader_exited(Running& r, int status);
-    void read_output(Running& r, bool until_empty);
+    void on_signal(int sig);
+    void on_leader_exit(JobProcess& j);
+    void read(JobProcess& j, int max_reads);
     void stop_all(const char* reason);
-    void begin_kill(Running& r);
+    void begin_stop(JobProcess& j);
     void check_deadlines(Clock::time_point now);
-    void begin_timeout(Running& r, Clock::time_point now);
-    void deliver_dump(Running& r);
+    void begin_timeout(JobProcess& j, Clock::time_point now);
+    void deliver_dump(JobProcess& j);
+    void quarantine(JobProcess& j);
+    void cancel_unfittable();
     void report_status();
     void finish_ended();
-    void finish(Running& r);
+    void finish(JobProcess& j);
     void cancel_rest();
     int poll_timeout_ms(Clock::time_point now) const;
+    void sweep_escapees();
+    std::vector<pid_t> escapees() const;
+    void wait_for_escapees(Clock::time_point deadline);
 
     std::vector<Job>& jobs_;
     const RunOptions& opt_;
-    runner::SignalChannel& signals_;
     const runner::LaunchContext& ctx_;
+    const runner::RunCgroup* cgroup_;
+    runner::ProcessSet set_;
+    runner::SignalChannel& signals_;
     DevicePool pool_;
     std::vector<JobResult> results_;
-    std::vector<std::unique_ptr<Running>> running_;
+    std::vector<bool> cancelled_;  // taken out of the queue before its turn
+    std::vector<std::vector<int>> held_;  // per job: its devices while it runs
+    std::vector<std::unique_ptr<JobProcess>> abandoned_;  // could not be stopped
+    std::vector<int> withheld_;
     std::size_t next_ = 0;  // head of the FIFO queue
+    std::size_t launches_ = 0;
     Clock::time_point began_;
     std::optional<Clock::time_point> run_deadline_;
     bool run_timed_out_ = false;
@@ -150,20 +155,28 @@ private:
     int stopped_by_signal_ = 0;
     std::size_t finished_ = 0;
     std::vector<pid_t> children_before_;  // the caller's own, never ours to stop
-    bool fd_throttled_ = false;
-    bool fd_notice_given_ = false;
+    bool throttled_ = false;
+    bool throttle_notice_given_ = false;
     std::vector<char> scratch_;
-    std::vector<pollfd> pollfds_;
-    std::vector<Running*> polled_;
 };
+
+void Run::notice(const std::string& text)
+{
+    if (opt_.observer != nullptr)
+        opt_.observer->on_notice(text);
+}
 
 void Run::start_ready()
 {
     while (!stopping_ && next_ < jobs_.size()) {
-        if (opt_.max_parallel != 0 && running_.size() >= opt_.max_parallel)
+        if (cancelled_[next_]) {
+            ++next_;
+            continue;
+        }
+        if (opt_.max_parallel != 0 && set_.jobs().size() >= opt_.max_parallel)
             return;
-        if (fd_throttled_)
-            return;  // until a running job ends and frees its descriptors
+        if (throttled_)
+            return;  // until a running job ends and frees what it held
         auto devices = pool_.acquire(jobs_[next_].device_count);
         if (!devices)
             return;  // head-of-line: nothing behind it may pass
@@ -173,61 +186,80 @@ void Run::start_ready()
     }
 }
 
-void Run::notice(const std::string& text)
+void Run::fail_to_start(std::size_t index, std::vector<int> devices, const Error& why)
 {
+    JobResult& res = results_[index];
+    res.devices = devices;
+    res.start = unix_now();
+    res.end = res.start;
+    res.duration_s = 0;
+    res.status = JobStatus::failed;
+    res.error = why.message;
+    pool_.release(devices);
+    ++finished_;
     if (opt_.observer != nullptr)
-        opt_.observer->on_notice(text);
+        opt_.observer->on_finish(jobs_[index], res, JobOutput{});
+    if (opt_.fail_fast)
+        stop_all("fail-fast");
 }
 
-// False when the job could not start for lack of file descriptors while
-// others run: it stays at the head of the queue until one of them ends.
+// False when the job could not start for lack of a resource (descriptors,
+// processes, memory) while others run: it stays at the head of the queue
+// until one of them ends and gives back what it held.
 bool Run::start(std::size_t index, std::vector<int> devices)
 {
     const Job& job = jobs_[index];
-    JobResult& res = results_[index];
     const auto started = Clock::now();
 
     auto spec = job.build ? job.build(devices) : fail("job has no build function");
-    auto child = spec ? runner::launch(*spec, ctx_) : Expected<runner::Child>(tl::unexpected(spec.error()));
+    if (!spec) {
+        fail_to_start(index, std::move(devices), spec.error());
+        return true;
+    }
+    // Everything the job needs is taken before it starts: a shortage then
+    // makes it wait, and never loses output it would have written.
+    std::optional<runner::JobCgroup> cgroup;
+    Expected<runner::Child> child = fail("not started");
+    if (cgroup_ != nullptr) {
+        auto cg = cgroup_->make_job("job-" + std::to_string(++launches_));
+        if (cg)
+            cgroup = std::move(*cg);
+        else
+            child = tl::unexpected(cg.error());
+    }
+    if (cgroup_ == nullptr || cgroup)
+        child = runner::launch(*spec, ctx_, cgroup ? cgroup->procs_fd() : -1);
     if (!child) {
-        const int err = child.error().sys_errno;
-        if ((err == EMFILE || err == ENFILE) && !running_.empty()) {
+        if (is_shortage(child.error().sys_errno) && !set_.empty()) {
             pool_.release(devices);
-            fd_throttled_ = true;
-            if (!fd_notice_given_) {
-                fd_notice_given_ = true;
-                notice("out of file descriptors with " + std::to_string(running_.size()) +
-                       " jobs running; each further job waits for one to end (raise 'ulimit -n' to run more at once)");
+            throttled_ = true;
+            if (!throttle_notice_given_) {
+                throttle_notice_given_ = true;
+                const int err = child.error().sys_errno;
+                const char* what = err == EMFILE || err == ENFILE ? "out of file descriptors"
+                                   : err == EAGAIN              ? "out of processes"
+                                                                : "out of memory";
+                const char* raise = err == EMFILE || err == ENFILE ? " (raise 'ulimit -n' to run more at once)"
+                                    : err == EAGAIN                ? " (raise 'ulimit -u' to run more at once)"
+                                                                   : "";
+                notice(std::string(what) + " with " + std::to_string(set_.jobs().size()) +
+                       " jobs running (" + child.error().message + "); each further job waits for one to end" + raise);
             }
             return false;
         }
-        res.devices = devices;
-        res.start = unix_now();
-        res.status = JobStatus::failed;
-        res.error = child.error().message;
-        res.end = res.start;
-        res.duration_s = seconds(Clock::now() - started);
-        pool_.release(devices);
-        ++finished_;
-        if (opt_.observer != nullptr)
-            opt_.observer->on_finish(job, res, JobOutput{});
-        if (opt_.fail_fast)
-            stop_all("fail-fast");
+        fail_to_start(index, std::move(devices), child.error());
         return true;
     }
+    JobResult& res = results_[index];
     res.devices = devices;
     res.start = unix_now();
-    auto r = std::make_unique<Running>();
-    r->output = JobOutput(opt_.output_memory_limit);
+    res.pid = child->pid;
+    auto j = std::make_unique<JobProcess>(index, child->pid, std::move(child->output), std::move(cgroup),
+                                          JobOutput(opt_.output_memory_limit), started);
     if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
-        r->limit_at = started + to_duration(*limit);
-    r->index = index;
-    r->pid = child->pid;
-    r->out = std::move(child->output);
-    r->devices = std::move(devices);
-    r->started = started;
-    res.pid = r->pid;
-    running_.push_back(std::move(r));
+        j->limit_at = started + to_duration(*limit);
+    held_[index] = std::move(devices);
+    set_.add(std::move(j));
     if (opt_.observer != nullptr)
         opt_.observer->on_start(job, res);
     return true;
@@ -240,45 +272,87 @@ void Run::stop_all(const char* reason)
         if (opt_.observer != nullptr)
             opt_.observer->on_stopping(reason);
     }
-    for (auto& r : running_) {
-        if (r->leader_alive)
-            r->stopped_by_us = true;
-        begin_kill(*r);
+    for (auto& j : set_.jobs()) {
+        if (j->leader_alive())
+            j->stopped_by_us = true;
+        begin_stop(*j);
     }
 }
 
-void Run::begin_kill(Running& r)
+void Run::begin_stop(JobProcess& j)
 {
+    const auto now = Clock::now();
     if (force_kill_) {
-        if (r.kill_stage < 2) {
-            runner::signal_group(r.pid, SIGKILL);
-            r.kill_stage = 2;
-            r.deadline = Clock::now() + give_up_after_kill;
+        if (j.stage == StopStage::none || j.stage == StopStage::terminating) {
+            j.kill_all();
+            j.stage = StopStage::killing;
+            j.stage_deadline = now + wait_after_kill;
         }
         return;
     }
-    if (r.kill_stage == 0) {
-        runner::signal_group(r.pid, SIGTERM);
-        r.kill_stage = 1;
-        r.deadline = Clock::now() + to_duration(opt_.kill_grace_s);
+    if (j.stage == StopStage::none) {
+        j.signal(SIGTERM);
+        // A stopped process would sit on SIGTERM until the SIGKILL.
+        j.signal(SIGCONT);
+        j.stage = StopStage::terminating;
+        j.stage_deadline = now + to_duration(opt_.kill_grace_s);
     }
 }
 
-void Run::begin_timeout(Running& r, Clock::time_point now)
+void Run::begin_timeout(JobProcess& j, Clock::time_point now)
 {
-    r.timed_out = true;
-    r.dump_at = now + to_duration(opt_.dump_grace_s);
+    j.timed_out = true;
+    j.dump_at = now + to_duration(opt_.dump_grace_s);
     // Python's faulthandler.register(SIGUSR1) and similar print their stacks
     // on it; the pipe is read on through the dump grace to catch them.
-    runner::signal_group(r.pid, SIGUSR1);
+    j.signal(SIGUSR1);
 }
 
-void Run::deliver_dump(Running& r)
+void Run::deliver_dump(JobProcess& j)
 {
-    r.dumped = true;
-    read_output(r, true);
+    j.dumped = true;
+    read(j, 0);
     if (opt_.observer != nullptr)
-        opt_.observer->on_timeout(jobs_[r.index], results_[r.index], r.output, seconds(Clock::now() - r.started));
+        opt_.observer->on_timeout(jobs_[j.index()], results_[j.index()], j.output(), seconds(Clock::now() - j.started()));
+}
+
+// Something of `j` survived SIGKILL: finish its report, keep its devices out
+// of the pool for good, and cancel what can no longer fit.
+void Run::quarantine(JobProcess& j)
+{
+    j.stage = StopStage::abandoned;
+    JobResult& res = results_[j.index()];
+    const auto& devices = held_[j.index()];
+    const std::string what = runner::describe_processes(j.members());
+    if (!j.exit_handled)
+        res.status = j.timed_out ? JobStatus::timeout : JobStatus::killed;
+    res.error = "could not be stopped (" + (what.empty() ? std::string("its processes") : what) + "); devices " +
+                (devices.empty() ? std::string("none") : format_device_range(devices)) +
+                " withheld for the rest of the run";
+    notice("job '" + jobs_[j.index()].label + "' " + res.error);
+    pool_.withhold(devices);
+    withheld_.insert(withheld_.end(), devices.begin(), devices.end());
+    std::sort(withheld_.begin(), withheld_.end());
+    read(j, 0);
+    finish(j);
+    abandoned_.push_back(set_.take(&j));
+    cancel_unfittable();
+}
+
+// Jobs waiting for more devices than the pool can still give would wait for
+// ever: they are cancelled, saying why.
+void Run::cancel_unfittable()
+{
+    for (std::size_t i = next_; i < jobs_.size(); ++i) {
+        if (cancelled_[i] || jobs_[i].device_count <= pool_.usable())
+            continue;
+        cancelled_[i] = true;
+        results_[i].error = "needs " + std::to_string(jobs_[i].device_count) + " devices but only " +
+                            std::to_string(pool_.usable()) + " remain usable (devices " +
+                            format_device_range(withheld_) + " withheld)";
+        if (opt_.observer != nullptr)
+            opt_.observer->on_cancel(jobs_[i], results_[i]);
+    }
 }
 
 void Run::check_deadlines(Clock::time_point now)
@@ -290,32 +364,33 @@ void Run::check_deadlines(Clock::time_point now)
             if (opt_.observer != nullptr)
                 opt_.observer->on_stopping("the run's time limit");
         }
-        for (auto& r : running_)
-            if (r->leader_alive && r->kill_stage == 0 && !r->timed_out)
-                begin_timeout(*r, now);
+        for (auto& j : set_.jobs())
+            if (j->leader_alive() && j->stage == StopStage::none && !j->timed_out)
+                begin_timeout(*j, now);
     }
     bool job_timed_out = false;
-    for (auto& r : running_) {
-        if (r->limit_at && !r->timed_out && r->leader_alive && r->kill_stage == 0 && now >= *r->limit_at)
-            begin_timeout(*r, now);
-        if (r->timed_out && !r->dumped && now >= r->dump_at) {
-            deliver_dump(*r);
-            r->stopped_by_us = r->leader_alive;
-            begin_kill(*r);
+    std::vector<JobProcess*> to_quarantine;
+    for (auto& j : set_.jobs()) {
+        if (j->limit_at && !j->timed_out && j->leader_alive() && j->stage == StopStage::none && now >= *j->limit_at)
+            begin_timeout(*j, now);
+        if (j->timed_out && !j->dumped && now >= j->dump_at) {
+            deliver_dump(*j);
+            j->stopped_by_us = j->leader_alive();
+            begin_stop(*j);
             job_timed_out = true;
         }
-        if (r->kill_stage == 0 || r->kill_stage == 3 || now < r->deadline)
+        if (now < j->stage_deadline)
             continue;
-        if (r->kill_stage == 1) {
-            runner::signal_group(r->pid, SIGKILL);
-            r->kill_stage = 2;
-            r->deadline = now + give_up_after_kill;
-        } else {
-            // Give up on the group (see give_up_after_kill): once the leader
-            // is reaped, finish_ended treats kill_stage 3 as gone.
-            r->kill_stage = 3;
+        if (j->stage == StopStage::terminating) {
+            j->kill_all();
+            j->stage = StopStage::killing;
+            j->stage_deadline = now + wait_after_kill;
+        } else if (j->stage == StopStage::killing && !j->empty()) {
+            to_quarantine.push_back(j.get());
         }
     }
+    for (auto* j : to_quarantine)
+        quarantine(*j);
     if (job_timed_out && opt_.fail_fast && !run_timed_out_)
         stop_all("fail-fast");
 }
@@ -329,13 +404,13 @@ int Run::poll_timeout_ms(Clock::time_point now) const
     };
     if (run_deadline_ && !run_timed_out_)
         consider(*run_deadline_);
-    for (const auto& r : running_) {
-        if (r->kill_stage == 1 || r->kill_stage == 2)
-            consider(r->deadline);
-        if (r->timed_out && !r->dumped)
-            consider(r->dump_at);
-        else if (r->limit_at && !r->timed_out && r->leader_alive && r->kill_stage == 0)
-            consider(*r->limit_at);
+    for (const auto& j : set_.jobs()) {
+        if (j->stage == StopStage::terminating || j->stage == StopStage::killing)
+            consider(j->stage_deadline);
+        if (j->timed_out && !j->dumped)
+            consider(j->dump_at);
+        else if (j->limit_at && !j->timed_out && j->leader_alive() && j->stage == StopStage::none)
+            consider(*j->limit_at);
     }
     if (!first)
         return -1;
@@ -346,30 +421,17 @@ int Run::poll_timeout_ms(Clock::time_point now) const
     return static_cast<int>(std::min<long long>(ms, 24LL * 3600 * 1000));
 }
 
-Expected<void> Run::handle_signals()
+void Run::on_signal(int sig)
 {
-    auto sigs = signals_.drain();
-    if (!sigs)
-        return tl::unexpected(sigs.error());
-    bool child = false;
-    for (int sig : *sigs) {
-        if (sig == SIGCHLD) {
-            child = true;
-        } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-            if (stopped_by_signal_ != 0) {
-                // A second stop signal: no more grace.
-                force_kill_ = true;
-            } else {
-                stopped_by_signal_ = sig;
-            }
-            stop_all("interrupted");
-        }
-        if (sig == SIGUSR1)
-            report_status();
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        if (stopped_by_signal_ != 0)
+            force_kill_ = true;  // a second stop signal: no more grace
+        else
+            stopped_by_signal_ = sig;
+        stop_all("interrupted");
+    } else if (sig == SIGUSR1) {
+        report_status();
     }
-    if (child)
-        reap();
-    return {};
 }
 
 void Run::report_status()
@@ -378,43 +440,28 @@ void Run::report_status()
         return;
     const auto now = Clock::now();
     StatusReport report;
-    report.queued = stopping_ ? 0 : jobs_.size() - next_;
+    for (std::size_t i = next_; i < jobs_.size() && !stopping_; ++i)
+        report.queued += cancelled_[i] ? 0 : 1;
     report.finished = finished_;
     report.elapsed_s = seconds(now - began_);
-    for (const auto& r : running_)
-        report.running.push_back({&jobs_[r->index], &results_[r->index], seconds(now - r->started), &r->output});
+    for (const auto& j : set_.jobs())
+        report.running.push_back(
+            {&jobs_[j->index()], &results_[j->index()], seconds(now - j->started()), &j->output()});
     opt_.observer->on_status(report);
 }
 
-void Run::reap()
+void Run::on_leader_exit(JobProcess& j)
 {
-    for (;;) {
-        int status = 0;
-        const pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid <= 0)
-            return;  // 0: none left exited; ECHILD: no children at all
-        for (auto& r : running_)
-            if (r->pid == pid && r->leader_alive) {
-                leader_exited(*r, status);
-                break;
-            }
-        // Any other pid is a job's orphan handed to us as subreaper: reaping
-        // it is all we owe it.
-    }
-}
-
-void Run::leader_exited(Running& r, int status)
-{
-    r.leader_alive = false;
-    JobResult& res = results_[r.index];
-    if (WIFEXITED(status)) {
+    j.exit_handled = true;
+    JobResult& res = results_[j.index()];
+    const int status = j.wait_status();
+    if (WIFEXITED(status))
         res.exit_code = WEXITSTATUS(status);
-    } else if (WIFSIGNALED(status)) {
+    else if (WIFSIGNALED(status))
         res.signal = WTERMSIG(status);
-    }
-    if (r.timed_out)
+    if (j.timed_out)
         res.status = JobStatus::timeout;
-    else if (r.stopped_by_us)
+    else if (j.stopped_by_us)
         res.status = JobStatus::killed;
     else if (res.exit_code == 0)
         res.status = JobStatus::passed;
@@ -423,88 +470,76 @@ void Run::leader_exited(Running& r, int status)
 
     // A timed-out job's leftovers are stopped when its dump grace ends (a
     // shell leader dies of SIGUSR1 while the test under it prints stacks).
-    const bool dumping = r.timed_out && !r.dumped;
-    if (r.kill_stage == 0 && !dumping && runner::group_exists(r.pid)) {
-        res.stragglers = runner::count_group_members(r.pid);
-        begin_kill(r);
+    const bool dumping = j.timed_out && !j.dumped;
+    if (j.stage == StopStage::none && !dumping && !j.empty()) {
+        res.stragglers = j.member_count();
+        begin_stop(j);
     }
     if (res.status == JobStatus::failed && opt_.fail_fast)
         stop_all("fail-fast");
 }
 
-void Run::read_output(Running& r, bool until_empty)
+void Run::read(JobProcess& j, int max_reads)
 {
-    for (int i = 0; r.out && (until_empty || i < reads_per_wake); ++i) {
-        const ssize_t n = read(r.out.get(), scratch_.data(), scratch_.size());
-        if (n > 0) {
-            const std::string_view bytes(scratch_.data(), static_cast<std::size_t>(n));
-            r.output.append(bytes);
-            if (opt_.observer != nullptr)
-                opt_.observer->on_output(jobs_[r.index], results_[r.index], bytes);
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
-            return;
-        // EOF, or an error that makes the pipe unreadable: either way it is done.
-        r.out.reset();
+    if (opt_.observer == nullptr) {
+        j.read_output(scratch_, max_reads, [](std::string_view) {});
+        return;
     }
+    const Job& job = jobs_[j.index()];
+    const JobResult& res = results_[j.index()];
+    j.read_output(scratch_, max_reads, [&](std::string_view bytes) { opt_.observer->on_output(job, res, bytes); });
 }
 
 void Run::finish_ended()
 {
-    for (std::size_t i = 0; i < running_.size();) {
-        Running& r = *running_[i];
-        const bool gone = !r.leader_alive && (r.kill_stage == 3 || !runner::group_exists(r.pid));
-        if (!gone) {
-            ++i;
-            continue;
-        }
-        // Whatever the group wrote before it ended is in the pipe; a process
-        // that left the group may hold the pipe open, so stop at "empty".
-        read_output(r, true);
-        finish(r);
-        running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+    std::vector<JobProcess*> ended;
+    for (auto& j : set_.jobs())
+        if (!j->leader_alive() && j->empty())
+            ended.push_back(j.get());
+    for (auto* j : ended) {
+        // Whatever the job wrote before it ended is in the pipe; a process
+        // that left it may hold the pipe open, so stop at "empty".
+        read(*j, 0);
+        finish(*j);
+        set_.take(j).reset();  // closes the pipe and removes the cgroup
     }
 }
 
-void Run::finish(Running& r)
+void Run::finish(JobProcess& j)
 {
-    JobResult& res = results_[r.index];
+    JobResult& res = results_[j.index()];
     // A job that died of its SIGUSR1 before the dump grace ended still gets
     // its TIMEOUT report, and still counts for fail-fast.
-    if (r.timed_out && !r.dumped) {
-        deliver_dump(r);
+    if (j.timed_out && !j.dumped) {
+        deliver_dump(j);
         if (opt_.fail_fast && !run_timed_out_)
             stop_all("fail-fast");
     }
-    pool_.release(r.devices);
-    fd_throttled_ = false;
+    if (j.stage != StopStage::abandoned)
+        pool_.release(held_[j.index()]);
+    throttled_ = false;
     ++finished_;
     res.end = unix_now();
-    res.duration_s = seconds(Clock::now() - r.started);
-    if (r.kill_stage == 3)
-        res.error = "some processes of its group could not be stopped";
-    if (r.output.error()) {
-        res.output_lost = r.output.dropped();
-        res.error = r.output.error()->message + " (" + std::to_string(r.output.dropped()) + " bytes of output lost)";
+    res.duration_s = res.end - res.start;
+    if (j.output().error()) {
+        res.output_lost = j.output().dropped();
+        res.error = j.output().error()->message + " (" + std::to_string(j.output().dropped()) + " bytes of output lost)";
     }
     if (opt_.keep_output) {
-        auto all = r.output.str();
+        auto all = j.output().str();
         if (all)
             res.output = std::move(*all);
         else
             res.error = all.error().message;
     }
     if (opt_.observer != nullptr)
-        opt_.observer->on_finish(jobs_[r.index], res, r.output);
+        opt_.observer->on_finish(jobs_[j.index()], res, j.output());
 }
 
 void Run::cancel_rest()
 {
     for (; next_ < jobs_.size(); ++next_)
-        if (opt_.observer != nullptr)
+        if (!cancelled_[next_] && opt_.observer != nullptr)
             opt_.observer->on_cancel(jobs_[next_], results_[next_]);
 }
 
@@ -512,28 +547,21 @@ Expected<void> Run::loop()
 {
     for (;;) {
         start_ready();
-        if (running_.empty() && (stopping_ || next_ >= jobs_.size()))
+        if (set_.empty() && (stopping_ || next_ >= jobs_.size()))
             break;
 
-        pollfds_.clear();
-        polled_.clear();
-        pollfds_.push_back({signals_.fd(), POLLIN, 0});
-        for (auto& r : running_)
-            if (r->out) {
-                pollfds_.push_back({r->out.get(), POLLIN, 0});
-                polled_.push_back(r.get());
-            }
-        const int n = poll(pollfds_.data(), pollfds_.size(), poll_timeout_ms(Clock::now()));
-        if (n < 0 && errno != EINTR)
-            return tl::unexpected(sys_error("poll", errno));
-
+        auto what = set_.wait(poll_timeout_ms(Clock::now()));
+        if (!what)
+            return tl::unexpected(what.error());
         // Signals first: output must never starve Ctrl-C or the reaping.
-        if (n > 0 && pollfds_[0].revents != 0)
-            if (auto ok = handle_signals(); !ok)
-                return ok;
-        for (std::size_t i = 1; n > 0 && i < pollfds_.size(); ++i)
-            if (pollfds_[i].revents != 0)
-                read_output(*polled_[i - 1], false);
+        for (int sig : what->signals)
+            on_signal(sig);
+        if (what->children)
+            for (auto& j : set_.jobs())
+                if (!j->leader_alive() && !j->exit_handled)
+                    on_leader_exit(*j);
+        for (auto* j : what->readable)
+            read(*j, reads_per_wake);
         check_deadlines(Clock::now());
         finish_ended();
     }
@@ -548,11 +576,14 @@ std::vector<pid_t> Run::escapees() const
     std::erase_if(pids, [this](pid_t pid) {
         return std::find(children_before_.begin(), children_before_.end(), pid) != children_before_.end();
     });
+    for (const auto& j : abandoned_)
+        std::erase(pids, j->pid());
     return pids;
 }
 
-// Waits for children to exit until `deadline`, reaping whatever exits.
-void Run::reap_until(Clock::time_point deadline)
+// Waits for children to exit until `deadline`, reaping whatever exits; a
+// stop signal meanwhile still counts, and a second one ends the wait.
+void Run::wait_for_escapees(Clock::time_point deadline)
 {
     for (;;) {
         if (escapees().empty())
@@ -560,23 +591,29 @@ void Run::reap_until(Clock::time_point deadline)
         const auto now = Clock::now();
         if (now >= deadline)
             return;
-        pollfd pfd{signals_.fd(), POLLIN, 0};
         const auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
-        if (poll(&pfd, 1, static_cast<int>(ms)) > 0) {
-            // A read error here only means we look at /proc again sooner.
-            (void)signals_.drain();
-            while (waitpid(-1, nullptr, WNOHANG) > 0) {
-            }
+        auto what = set_.wait(static_cast<int>(ms));
+        if (!what)
+            return;  // the poll itself failed: the SIGKILL that follows does not depend on it
+        for (int sig : what->signals) {
+            if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)
+                continue;
+            if (stopped_by_signal_ == 0)
+                stopped_by_signal_ = sig;
+            else
+                force_kill_ = true;
         }
+        if (force_kill_)
+            return;
     }
 }
 
-// A process that left its job's process group (setsid, setpgid) escapes the
-// group's SIGTERM/SIGKILL; once its parent is gone it is re-parented to us
-// as subreaper. Nothing of a run may outlive it, so stop those now.
+// Without cgroups, a process that left its job's session and process group
+// (setsid, setpgid) escapes the job's signals; once its parent is gone it is
+// re-parented to us as subreaper. Nothing of a run may outlive it.
 void Run::sweep_escapees()
 {
-    if (!opt_.stop_escapees)
+    if (!opt_.stop_escapees || cgroup_ != nullptr)
         return;
     auto pids = escapees();
     if (pids.empty())
@@ -593,19 +630,21 @@ void Run::sweep_escapees()
                 runner::signal_group(pid, sig);
             else
                 (void)kill(pid, sig);  // ESRCH: already gone
+            if (sig == SIGTERM)
+                (void)kill(pid, SIGCONT);  // ESRCH: already gone
         }
     };
     signal_all(pids, force_kill_ ? SIGKILL : SIGTERM);
-    reap_until(Clock::now() + to_duration(force_kill_ ? 0 : opt_.kill_grace_s));
+    wait_for_escapees(Clock::now() + to_duration(force_kill_ ? 0 : opt_.kill_grace_s));
     pids = escapees();
     if (pids.empty())
         return;
     signal_all(pids, SIGKILL);
-    reap_until(Clock::now() + give_up_after_kill);
+    wait_for_escapees(Clock::now() + wait_after_kill);
 }
 
 // While the run lasts, orphans of the jobs are re-parented to this process,
-// so their exits wake the loop and group_exists() settles without polling.
+// so their exits wake the loop and are reaped at once.
 class SubreaperScope {
 public:
     SubreaperScope()
@@ -628,6 +667,18 @@ private:
 
 }  // namespace
 
+Expected<std::string> describe_containment(Containment mode)
+{
+    if (mode == Containment::process_group)
+        return std::string("process groups (--contain pgroup)");
+    auto dir = runner::own_cgroup_dir();
+    if (dir)
+        return "cgroup v2 (a cgroup per job under " + *dir + ")";
+    if (mode == Containment::cgroup)
+        return fail("cannot contain jobs in cgroups: " + dir.error().message);
+    return "process groups (no usable cgroup v2: " + dir.error().message + ")";
+}
+
 Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
 {
     DevicePool pool(options.pool);
@@ -635,6 +686,19 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
         if (job.device_count > pool.size())
             return fail("job '" + job.label + "' needs " + std::to_string(job.device_count) +
                         " devices but the pool has " + std::to_string(pool.size()));
+
+    std::optional<runner::RunCgroup> cgroup;
+    std::string cgroup_notice;
+    if (options.containment != Containment::process_group) {
+        auto made = runner::RunCgroup::create();
+        if (made)
+            cgroup = std::move(*made);
+        else if (options.containment == Containment::cgroup)
+            return fail("cannot contain jobs in cgroups: " + made.error().message);
+        if (cgroup && cgroup->stale_stopped() > 0)
+            cgroup_notice = "stopped " + std::to_string(cgroup->stale_stopped()) +
+                            " processes left in its cgroups by an earlier pto-par run that was killed";
+    }
 
     auto signals = runner::SignalChannel::open(options.handle_signals);
     if (!signals)
@@ -644,13 +708,15 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
         return tl::unexpected(sys_error("open /dev/null", errno));
     SubreaperScope subreaper;
     const runner::Environment env;
-    const runner::LaunchContext ctx{&env, dev_null.get(), &signals->caller_mask()};
+    const runner::LaunchContext ctx{&env, dev_null.get()};
 
-    Run run(jobs, options, *signals, ctx);
-    if (auto ok = run.loop(); !ok) {
-        run.abandon();
+    // Declared last, destroyed first: a Run that ends by an error or an
+    // exception stops and reaps whatever of its jobs still runs.
+    Run run(jobs, options, *signals, ctx, cgroup ? &*cgroup : nullptr);
+    if (!cgroup_notice.empty() && options.observer != nullptr)
+        options.observer->on_notice(cgroup_notice);
+    if (auto ok = run.loop(); !ok)
         return tl::unexpected(ok.error());
-    }
     return run.take();
 }
 

@@ -106,23 +106,33 @@ TEST_CASE("output that cannot be kept (file size limit) is reported and fails th
     CHECK(r.err.find("bytes of output lost") != std::string::npos);
 }
 
-TEST_CASE("a setsid grandchild holding the pipe neither hangs the job nor outlives the run")
+TEST_CASE("a setsid grandchild holding the pipe neither hangs the job nor outlives it (cgroup) or the run (pgroup)")
 {
-    TempDir dir;
-    const auto pidfile = dir.file("escaped.pid");
-    const auto file = dir.write(
-        "esc.cmds", "@0,label=leaky setsid sh -c 'echo $$ > " + pidfile + "; exec sleep 60' & while [ ! -s " + pidfile +
-                        " ]; do sleep 0.01; done; echo done\n");
-    const auto r = run({pto_par(), "-d", "none", "--kill-grace", "1", file}, {}, {}, 20s);
-    CHECK(r.exit_code == 0);
-    CHECK(r.seconds < 5);
-    CHECK(r.out == "done\n");
-    CHECK(r.err.find("stopping 1 process that left their job's process group") != std::string::npos);
-    const pid_t escaped = static_cast<pid_t>(std::stol(dir.read("escaped.pid")));
-    bool gone = false;
-    for (int i = 0; i < 200 && !(gone = !process_alive(escaped)); ++i)
-        std::this_thread::sleep_for(10ms);
-    CHECK(gone);
+    for (const std::string contain : {"cgroup", "pgroup"}) {
+        CAPTURE(contain);
+        if (contain == "cgroup" && !cgroups_usable())
+            continue;
+        TempDir dir;
+        const auto pidfile = dir.file("escaped.pid");
+        const auto file = dir.write(
+            "esc.cmds", "@0,label=leaky setsid sh -c 'echo $$ > " + pidfile +
+                            "; exec sleep 60' & while [ ! -s " + pidfile + " ]; do sleep 0.01; done; echo done\n");
+        const auto r = run({pto_par(), "-d", "none", "--contain", contain, "--kill-grace", "1", file}, {}, {}, 20s);
+        CHECK(r.exit_code == 0);
+        CHECK(r.seconds < 5);
+        CHECK(r.out == "done\n");
+        if (contain == "cgroup")
+            CHECK(r.err.find("PASS leaky exit=0") != std::string::npos);
+        if (contain == "cgroup")
+            CHECK(r.err.find("(stopped 1 leftover process)") != std::string::npos);
+        else
+            CHECK(r.err.find("stopping 1 process that left their job's process group") != std::string::npos);
+        const pid_t escaped = static_cast<pid_t>(std::stol(dir.read("escaped.pid")));
+        bool gone = false;
+        for (int i = 0; i < 200 && !(gone = !process_alive(escaped)); ++i)
+            std::this_thread::sleep_for(10ms);
+        CHECK(gone);
+    }
 }
 
 }

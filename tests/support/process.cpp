@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -200,6 +201,17 @@ std::string TempDir::read(const std::string& name) const
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
+}
+
+bool cgroups_usable()
+{
+    static const bool usable = [] {
+        const auto r = run({pto_par(), "-n", "-d", "none", "--contain", "cgroup"}, "@0 true\n");
+        if (r.exit_code != 0)
+            std::fprintf(stderr, "cgroup containment is not available here; its tests are skipped: %s", r.err.c_str());
+        return r.exit_code == 0;
+    }();
+    return usable;
 }
 
 bool process_alive(pid_t pid)

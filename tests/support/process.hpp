@@ -84,6 +84,10 @@ private:
 
 bool process_alive(pid_t pid);
 
+// True where pto-par can contain jobs in cgroups here (root on a writable
+// cgroup v2 hierarchy); tests of that mode say so and skip elsewhere.
+bool cgroups_usable();
+
 // Lines of `text` that contain `needle`.
 std::vector<std::string> lines_with(const std::string& text, const std::string& needle);
 

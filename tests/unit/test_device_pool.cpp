@@ -76,4 +76,21 @@ TEST_CASE("random acquire/release never hands out an id twice")
     }
 }
 
+TEST_CASE("withheld devices are never handed out again and shrink what a job can get")
+{
+    DevicePool pool({0, 1, 2, 3});
+    auto a = pool.acquire(2);
+    REQUIRE(a);
+    pool.withhold(*a);
+    CHECK(pool.usable() == 2);
+    CHECK_FALSE(pool.acquire(3));
+    for (int round = 0; round < 3; ++round) {
+        auto b = pool.acquire(2);
+        REQUIRE(b);
+        CHECK(*b == std::vector<int>{2, 3});
+        pool.release(*b);
+    }
+    CHECK(pool.free_count() == 2);
+}
+
 }

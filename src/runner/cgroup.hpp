@@ -1,0 +1,77 @@
+// Containment by cgroup v2: each job in a cgroup of its own under one made
+// for the run, as Slurm's proctrack/cgroup and systemd scopes do. What leaves
+// the job's process group or session (setsid, double fork, daemons) is still
+// in its cgroup; `cgroup.kill` stops all of it; `cgroup.events` says
+// `populated 0` when nothing is left, and wakes poll() with POLLPRI.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include <pto/error.hpp>
+
+#include "common/unique_fd.hpp"
+
+namespace pto::runner {
+
+// Where this process sits in the unified hierarchy, found from
+// /proc/self/mountinfo and /proc/self/cgroup, never from a fixed path.
+// An error says why cgroups cannot be used (no v2 mount, not writable...).
+Expected<std::string> own_cgroup_dir();
+
+class JobCgroup {
+public:
+    JobCgroup() = default;
+    JobCgroup(JobCgroup&&) = default;
+    JobCgroup& operator=(JobCgroup&&) = default;
+    JobCgroup(const JobCgroup&) = delete;
+    JobCgroup& operator=(const JobCgroup&) = delete;
+    ~JobCgroup();  // kills what is left, then removes the directory
+
+    // Open for writing: a child writes "0" here to move itself in before exec.
+    int procs_fd() const { return procs_.get(); }
+    // Open for reading: POLLPRI when `populated` changes.
+    int events_fd() const { return events_.get(); }
+
+    bool populated() const;
+    std::vector<pid_t> pids() const;
+    void signal_all(int sig) const;  // each process in it; a racing exit is fine
+    void kill_all() const;           // cgroup.kill, or SIGKILL to each where the kernel lacks it
+    const std::string& path() const { return path_; }
+
+private:
+    friend class RunCgroup;
+    std::string path_;
+    UniqueFd procs_;
+    UniqueFd events_;
+};
+
+// The run's own cgroup, a child of the one this process is in; jobs' cgroups
+// go below it. Removed at the end (once its jobs' cgroups are gone).
+class RunCgroup {
+public:
+    // Also removes what earlier runs that died (SIGKILL) left behind beside
+    // it: their cgroups are killed, so that no job of a dead run can hold a
+    // device that this run hands out.
+    static Expected<RunCgroup> create();
+
+    RunCgroup(RunCgroup&&) = default;
+    RunCgroup& operator=(RunCgroup&&) = default;
+    RunCgroup(const RunCgroup&) = delete;
+    RunCgroup& operator=(const RunCgroup&) = delete;
+    ~RunCgroup();
+
+    Expected<JobCgroup> make_job(const std::string& name) const;
+    const std::string& path() const { return path_; }
+    // Processes of runs that died, stopped at create(); for a notice.
+    int stale_stopped() const { return stale_stopped_; }
+
+private:
+    RunCgroup() = default;
+    std::string path_;
+    int stale_stopped_ = 0;
+};
+
+}  // namespace pto::runner

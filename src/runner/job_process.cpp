@@ -1,0 +1,125 @@
+#include "runner/job_process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "runner/process_group.hpp"
+
+namespace pto::runner {
+namespace {
+
+// How long the destructor waits for a SIGKILLed leader before leaving it to
+// the kernel: only a process stuck in a driver takes longer.
+constexpr int destructor_wait_ms = 2000;
+
+// Waits for `pid` to end, at most `ms`: on its pidfd where the kernel has
+// them (5.3), else by looking every 10 ms.
+void reap_within(pid_t pid, int ms)
+{
+    const long pidfd = syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd >= 0) {
+        pollfd p{static_cast<int>(pidfd), POLLIN, 0};
+        (void)poll(&p, 1, ms);  // a timeout leaves the zombie-to-be to the kernel
+        (void)close(static_cast<int>(pidfd));
+        (void)waitpid(pid, nullptr, WNOHANG);
+        return;
+    }
+    for (int waited = 0; waited < ms; waited += 10) {
+        const pid_t r = waitpid(pid, nullptr, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            return;
+        usleep(10 * 1000);
+    }
+}
+
+}  // namespace
+
+JobProcess::JobProcess(std::size_t index, pid_t pid, UniqueFd out, std::optional<JobCgroup> cgroup,
+                       JobOutput output, Clock::time_point started)
+    : index_(index), pid_(pid), out_(std::move(out)), cgroup_(std::move(cgroup)), output_(std::move(output)),
+      started_(started)
+{
+}
+
+JobProcess::~JobProcess()
+{
+    if (!empty())
+        kill_all();
+    // What survived SIGKILL once will not be waited for again.
+    if (leader_alive() && stage != StopStage::abandoned)
+        reap_within(pid_, destructor_wait_ms);
+    // ~JobCgroup then waits for the cgroup to empty and removes it.
+}
+
+bool JobProcess::empty() const
+{
+    if (leader_alive())
+        return false;
+    if (cgroup_)
+        return !cgroup_->populated();
+    return !group_exists(pid_);
+}
+
+std::vector<pid_t> JobProcess::members() const
+{
+    if (cgroup_)
+        return cgroup_->pids();
+    return group_members(pid_);
+}
+
+int JobProcess::member_count() const
+{
+    if (cgroup_)
+        return static_cast<int>(cgroup_->pids().size());
+    return count_group_members(pid_);
+}
+
+void JobProcess::signal(int sig) const
+{
+    // The group first: it reaches every member in one call, and a process
+    // that left the group is still found through the cgroup.
+    signal_group(pid_, sig);
+    if (cgroup_)
+        cgroup_->signal_all(sig);
+}
+
+void JobProcess::kill_all() const
+{
+    signal_group(pid_, SIGKILL);
+    if (cgroup_)
+        cgroup_->kill_all();
+}
+
+std::string describe_processes(const std::vector<pid_t>& pids)
+{
+    std::string out;
+    for (pid_t pid : pids) {
+        if (!out.empty())
+            out += ", ";
+        out += "pid " + std::to_string(pid);
+        char path[64];
+        std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+        UniqueFd fd(open(path, O_RDONLY | O_CLOEXEC));
+        char buf[512];
+        const ssize_t n = fd ? read(fd.get(), buf, sizeof buf - 1) : -1;
+        if (n <= 0)
+            continue;  // gone meanwhile, or no /proc: the pid alone
+        buf[n] = '\0';
+        const char* open_paren = std::strchr(buf, '(');
+        const char* close_paren = std::strrchr(buf, ')');
+        if (open_paren == nullptr || close_paren == nullptr || close_paren < open_paren || close_paren[1] == '\0')
+            continue;
+        out += " (" + std::string(open_paren + 1, close_paren) + ", state " + close_paren[2] + ")";
+    }
+    return out;
+}
+
+}  // namespace pto::runner

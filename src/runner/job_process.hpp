@@ -1,0 +1,110 @@
+// One running job, passive: its leader, what contains it (a cgroup, or its
+// session's process group), its output pipe and what it wrote, and how far
+// stopping it has gone. It decides nothing; its destructor kills and reaps
+// what is left, so no way out of a run leaves a job running.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pto/job_output.hpp>
+
+#include "common/unique_fd.hpp"
+#include "runner/cgroup.hpp"
+
+namespace pto::runner {
+
+using Clock = std::chrono::steady_clock;
+
+enum class StopStage {
+    none,        // left alone
+    terminating, // SIGTERM (and SIGCONT) sent; SIGKILL when the grace ends
+    killing,     // SIGKILL sent; quarantined if anything is left when the wait ends
+    abandoned,   // something survived SIGKILL: its devices are withheld
+};
+
+class JobProcess {
+public:
+    JobProcess(std::size_t index, pid_t pid, UniqueFd out, std::optional<JobCgroup> cgroup, JobOutput output,
+               Clock::time_point started);
+    ~JobProcess();
+    JobProcess(const JobProcess&) = delete;
+    JobProcess& operator=(const JobProcess&) = delete;
+
+    std::size_t index() const { return index_; }
+    pid_t pid() const { return pid_; }
+    Clock::time_point started() const { return started_; }
+    const JobCgroup* cgroup() const { return cgroup_ ? &*cgroup_ : nullptr; }
+
+    int output_fd() const { return out_.get(); }
+    // Reads what the pipe holds now into output(), at most `max_reads`
+    // chunks (unbounded with 0), handing each chunk to `live` if set.
+    // The pipe is closed at EOF or on an error that makes it unreadable.
+    template <class Live>
+    void read_output(std::vector<char>& scratch, int max_reads, Live&& live);
+    JobOutput& output() { return output_; }
+    const JobOutput& output() const { return output_; }
+
+    // The leader's end, from waitpid.
+    bool leader_alive() const { return !status_; }
+    void leader_exited(int wait_status) { status_ = wait_status; }
+    int wait_status() const { return *status_; }
+
+    // Nothing of the job is left: the leader reaped, its cgroup empty (or,
+    // without one, its process group gone).
+    bool empty() const;
+    // What is left of it, for messages: "pid 12 (sleep, state S)".
+    std::vector<pid_t> members() const;
+    int member_count() const;  // -1 when it cannot be told
+
+    // To everything of the job.
+    void signal(int sig) const;
+    void kill_all() const;
+
+    StopStage stage = StopStage::none;
+    Clock::time_point stage_deadline{};  // when the current stage ends
+    bool stopped_by_us = false;          // its end is pto-par's doing
+    std::optional<Clock::time_point> limit_at;  // its own time limit
+    bool timed_out = false;              // SIGUSR1 sent for a time limit
+    bool dumped = false;                 // the TIMEOUT report was delivered
+    Clock::time_point dump_at{};         // when the dump grace ends
+    bool exit_handled = false;           // the scheduler has taken the leader's end into account
+
+private:
+    std::size_t index_;
+    pid_t pid_;
+    UniqueFd out_;
+    std::optional<JobCgroup> cgroup_;
+    JobOutput output_;
+    Clock::time_point started_;
+    std::optional<int> status_;
+};
+
+// "pid 12 (sleep, state D), pid 13 (...)" from /proc, for the quarantine notice.
+std::string describe_processes(const std::vector<pid_t>& pids);
+
+template <class Live>
+void JobProcess::read_output(std::vector<char>& scratch, int max_reads, Live&& live)
+{
+    for (int i = 0; out_ && (max_reads == 0 || i < max_reads); ++i) {
+        const ssize_t n = ::read(out_.get(), scratch.data(), scratch.size());
+        if (n > 0) {
+            const std::string_view bytes(scratch.data(), static_cast<std::size_t>(n));
+            output_.append(bytes);
+            live(bytes);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        // EOF, or an error that makes the pipe unreadable: either way it is done.
+        out_.reset();
+    }
+}
+
+}  // namespace pto::runner

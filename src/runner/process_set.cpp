@@ -1,0 +1,92 @@
+#include "runner/process_set.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+
+namespace pto::runner {
+
+std::unique_ptr<JobProcess> ProcessSet::take(JobProcess* job)
+{
+    const auto it = std::find_if(jobs_.begin(), jobs_.end(), [job](const auto& j) { return j.get() == job; });
+    if (it == jobs_.end())
+        return nullptr;
+    auto owned = std::move(*it);
+    jobs_.erase(it);
+    return owned;
+}
+
+void ProcessSet::reap()
+{
+    for (;;) {
+        int status = 0;
+        const pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0)
+            return;  // 0: none left exited; ECHILD: no children at all
+        for (auto& j : jobs_)
+            if (j->pid() == pid && j->leader_alive()) {
+                j->leader_exited(status);
+                break;
+            }
+    }
+}
+
+Expected<Happened> ProcessSet::wait(int timeout_ms)
+{
+    // Layout: [signalfd][pipes...][cgroup events...][clients...]
+    fds_.clear();
+    fds_.push_back({signals_.fd(), POLLIN, 0});
+    std::vector<JobProcess*> piped;
+    for (auto& j : jobs_)
+        if (j->output_fd() >= 0) {
+            fds_.push_back({j->output_fd(), POLLIN, 0});
+            piped.push_back(j.get());
+        }
+    // Only once the leader has ended does the cgroup's emptying matter; its
+    // events file was read then (JobProcess::empty), so this poll sleeps
+    // until `populated` changes.
+    for (auto& j : jobs_)
+        if (!j->leader_alive() && j->cgroup() != nullptr)
+            fds_.push_back({j->cgroup()->events_fd(), POLLPRI, 0});
+    const std::size_t first_client = fds_.size();
+    std::vector<PollClient*> polled_clients;
+    for (auto* c : clients_)
+        if (c->poll_fd() >= 0) {
+            fds_.push_back({c->poll_fd(), c->poll_events(), 0});
+            polled_clients.push_back(c);
+        }
+
+    Happened what;
+    const int n = poll(fds_.data(), fds_.size(), timeout_ms);
+    if (n < 0) {
+        if (errno == EINTR)
+            return what;
+        return tl::unexpected(sys_error("poll", errno));
+    }
+    if (n == 0)
+        return what;
+    if (fds_[0].revents != 0) {
+        auto sigs = signals_.drain();
+        if (!sigs)
+            return tl::unexpected(sigs.error());
+        for (int sig : *sigs) {
+            if (sig == SIGCHLD)
+                what.children = true;
+            else
+                what.signals.push_back(sig);
+        }
+    }
+    if (what.children)
+        reap();
+    for (std::size_t i = 0; i < piped.size(); ++i)
+        if (fds_[1 + i].revents != 0)
+            what.readable.push_back(piped[i]);
+    for (std::size_t i = 0; i < polled_clients.size(); ++i)
+        if (fds_[first_client + i].revents != 0)
+            polled_clients[i]->on_ready(fds_[first_client + i].revents);
+    return what;
+}
+
+}  // namespace pto::runner

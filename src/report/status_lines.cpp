@@ -44,7 +44,7 @@ std::string format_finish_line(const JobResult& r)
     line += ' ';
     line += text::printable(r.label);
     if (r.status == JobStatus::cancelled)
-        return line + "\n";
+        return line + (r.error.empty() ? "" : ": " + text::printable(r.error)) + "\n";
     if (r.signal != 0)
         line += " signal=" + signal_name(r.signal);
     else if (r.exit_code)

@@ -1,2 +1,32 @@
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+// `integration_tests --unkillable PIDFILE`: what a copy of this binary made
+// setuid root does for the quarantine tests: become root through and
+// through (as sudo does), so that an unprivileged pto-par may not signal it,
+// say its pid, and wait to be killed by the test.
+static int unkillable(const char* pidfile)
+{
+    if (setresuid(0, 0, 0) != 0)
+        return 3;
+    const std::string pid = std::to_string(getpid());
+    const int fd = open(pidfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, pid.data(), pid.size()) != static_cast<ssize_t>(pid.size()) || close(fd) != 0)
+        return 4;
+    for (;;)
+        pause();
+}
+
+int main(int argc, char** argv)
+{
+    if (argc == 3 && std::strcmp(argv[1], "--unkillable") == 0)
+        return unkillable(argv[2]);
+    doctest::Context context(argc, argv);
+    return context.run();
+}

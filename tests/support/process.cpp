@@ -1,9 +1,11 @@
 #include "process.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +49,13 @@ Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vec
         args.push_back(a.data());
     args.push_back(nullptr);
 
+    std::string tty_name;
+    if (setup.controlling_tty) {
+        tty_master_ = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        must(tty_master_ >= 0 && grantpt(tty_master_) == 0 && unlockpt(tty_master_) == 0, "posix_openpt");
+        tty_name = ptsname(tty_master_);
+    }
+
     started_ = std::chrono::steady_clock::now();
     pid_ = fork();
     must(pid_ >= 0, "fork");
@@ -65,6 +74,18 @@ Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vec
             if (setrlimit(resource, &lim) != 0)
                 _exit(126);
         }
+        if (setup.controlling_tty) {
+            // A new session's first terminal opened without O_NOCTTY becomes its controlling one.
+            if (setsid() < 0 || open(tty_name.c_str(), O_RDWR | O_CLOEXEC) < 0)
+                _exit(126);
+        }
+        if (!setup.cgroup.empty()) {
+            const int procs = open((setup.cgroup + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+            if (procs < 0 || write(procs, "0", 1) != 1)
+                _exit(126);
+        }
+        if (setup.uid != 0 && (setgroups(0, nullptr) != 0 || setgid(setup.gid) != 0 || setuid(setup.uid) != 0))
+            _exit(126);
         execve(args[0], args.data(), envp.data());
         _exit(127);
     }
@@ -93,6 +114,8 @@ Process::~Process()
         close(out_fd_);
     if (err_fd_ >= 0)
         close(err_fd_);
+    if (tty_master_ >= 0)
+        close(tty_master_);
 }
 
 void Process::send(int sig) const
@@ -212,6 +235,24 @@ bool cgroups_usable()
         return r.exit_code == 0;
     }();
     return usable;
+}
+
+TestCgroup::TestCgroup()
+{
+    const auto r = run({pto_par(), "-n", "-d", "none", "--contain", "cgroup"}, "@0 true\n");
+    const std::string marker = "a cgroup per job under ";
+    const auto at = r.out.find(marker);
+    if (at == std::string::npos)
+        throw std::runtime_error("pto-par -n did not say where its cgroups go: " + r.out + r.err);
+    const auto end = r.out.find(')', at);
+    path_ = r.out.substr(at + marker.size(), end - at - marker.size()) + "/pto-test-" + std::to_string(getpid());
+    must(mkdir(path_.c_str(), 0755) == 0 || errno == EEXIST, "mkdir test cgroup");
+}
+
+TestCgroup::~TestCgroup()
+{
+    // Fails while something is left in it, which the test has then reported.
+    rmdir(path_.c_str());
 }
 
 bool process_alive(pid_t pid)

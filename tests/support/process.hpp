@@ -25,6 +25,10 @@ struct Finished {
 struct Setup {
     std::vector<std::pair<int, unsigned long>> limits;  // setrlimit(resource, soft=hard=value)
     bool stdout_closed = false;  // its stdout is a pipe whose reader has already gone
+    bool controlling_tty = false;  // its own session with a pseudo-terminal as controlling terminal
+    uid_t uid = 0;               // with gid: run as this user (0: as we are)
+    gid_t gid = 0;
+    std::string cgroup;          // a cgroup v2 directory to run in (empty: ours)
 };
 
 class Process {
@@ -49,6 +53,7 @@ private:
     void pump(int timeout_ms);
 
     pid_t pid_ = -1;
+    int tty_master_ = -1;  // held open for the program's controlling terminal
     int out_fd_ = -1;
     int err_fd_ = -1;
     std::string out_;
@@ -87,6 +92,21 @@ bool process_alive(pid_t pid);
 // True where pto-par can contain jobs in cgroups here (root on a writable
 // cgroup v2 hierarchy); tests of that mode say so and skip elsewhere.
 bool cgroups_usable();
+
+// A cgroup of its own for one test, below the one pto-par would use, so that
+// what it does there is out of sight of the pto-par runs of other tests;
+// removed at scope end. Only where cgroups_usable().
+class TestCgroup {
+public:
+    TestCgroup();
+    ~TestCgroup();
+    TestCgroup(const TestCgroup&) = delete;
+    TestCgroup& operator=(const TestCgroup&) = delete;
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
 
 // Lines of `text` that contain `needle`.
 std::vector<std::string> lines_with(const std::string& text, const std::string& needle);

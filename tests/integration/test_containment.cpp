@@ -1,0 +1,183 @@
+// A device is never handed on while anything of its last job may still run;
+// jobs never hang without a word; one verdict per line.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "process.hpp"
+
+using namespace pto::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+pid_t wait_for_pid(const TempDir& dir, const std::string& name, std::chrono::milliseconds limit)
+{
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+        const auto text = dir.read(name);
+        if (!text.empty())
+            return static_cast<pid_t>(std::stol(text));
+        std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+}
+
+bool gone_within(pid_t pid, std::chrono::milliseconds limit)
+{
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (process_alive(pid)) {
+        if (std::chrono::steady_clock::now() > end)
+            return false;
+        std::this_thread::sleep_for(10ms);
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_SUITE("containment") {
+
+TEST_CASE("cgroup: a setsid leftover is stopped before its device is handed on")
+{
+    if (!cgroups_usable())
+        return;
+    TempDir dir;
+    const auto pidfile = dir.file("left.pid");
+    const auto r = run({pto_par(), "-d", "0", "--contain", "cgroup", "--kill-grace", "1",
+                        dir.write("left.cmds", "@1,label=a setsid sleep 30 & echo $! > " + pidfile +
+                                                   "\n@1,label=b if kill -0 $(cat " + pidfile +
+                                                   ") 2>/dev/null; then echo SHARED; else echo clean; fi\n")},
+                       {}, {}, 30s);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "clean\n");
+    CHECK(r.err.find("PASS a exit=0") != std::string::npos);
+    CHECK(r.err.find("(stopped 1 leftover process)") != std::string::npos);
+}
+
+TEST_CASE("cgroup: what a SIGKILLed run left in its cgroups is stopped by the next run")
+{
+    if (!cgroups_usable())
+        return;
+    TempDir dir;
+    // Out of sight of other tests' runs, which would stop the leftover too.
+    TestCgroup cg;
+    Setup in_cgroup;
+    in_cgroup.cgroup = cg.path();
+    const auto pidfile = dir.file("orphan.pid");
+    pid_t orphan = -1;
+    {
+        Process p({pto_par(), "-d", "none", "--contain", "cgroup",
+                   dir.write("k.cmds", "@0,label=orphan sleep 300 & echo $! > " + pidfile + "; wait\n")},
+                  {}, {}, in_cgroup);
+        orphan = wait_for_pid(dir, "orphan.pid", 10s);
+        REQUIRE(orphan > 0);
+        p.send(SIGKILL);
+        (void)p.wait(10s);
+    }
+    // Its shell died with pto-par; the sleep under it did not.
+    std::this_thread::sleep_for(200ms);
+    REQUIRE(process_alive(orphan));
+    const auto r =
+        run({pto_par(), "-d", "none", "--contain", "cgroup", dir.write("n.cmds", "@0 true\n")}, {}, {}, 30s, in_cgroup);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("stopped 1 processes left in its cgroups by an earlier pto-par run that was killed") !=
+          std::string::npos);
+    CHECK(gone_within(orphan, 3s));
+    if (process_alive(orphan))
+        kill(orphan, SIGKILL);
+}
+
+TEST_CASE("a leftover that cannot be stopped keeps its device out of the pool; what no longer fits is cancelled")
+{
+    if (geteuid() != 0) {
+        MESSAGE("skipped: making a setuid-root helper needs root");
+        return;
+    }
+    TempDir dir;
+    chmod(dir.path().c_str(), 0777);
+    // A copy of this binary, setuid root: as `nobody`, pto-par may not signal it.
+    const auto helper = dir.file("unkillable");
+    std::filesystem::copy_file("/proc/self/exe", helper);
+    REQUIRE(chown(helper.c_str(), 0, 0) == 0);
+    REQUIRE(chmod(helper.c_str(), 04755) == 0);
+    const auto pidfile = dir.file("u.pid");
+    const auto json = dir.file("r.json");
+    const auto cmds = dir.write("q.cmds", "@1,label=holder " + helper + " --unkillable " + pidfile + " & while [ ! -s " +
+                                              pidfile + " ]; do sleep 0.01; done\n" +
+                                              "@1,label=next echo ran-on-a-held-device\n@0,label=free echo free\n");
+    chmod(cmds.c_str(), 0644);
+    const auto r = run({pto_par(), "-d", "3", "-j", "1", "--kill-grace", "0.5", "--json", json, cmds}, {}, {}, 30s,
+                       Setup{.uid = 65534, .gid = 65534});
+    const pid_t stuck = static_cast<pid_t>(std::stol(dir.read("u.pid")));
+    CHECK(r.out.find("ran-on-a-held-device") == std::string::npos);
+    CHECK(r.out.find("free") != std::string::npos);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("job 'holder' could not be stopped (pid " + std::to_string(stuck)) != std::string::npos);
+    CHECK(r.err.find("devices 3 withheld for the rest of the run") != std::string::npos);
+    CHECK(r.err.find("CANCEL next") != std::string::npos);
+    CHECK(r.err.find("needs 1 devices but only 0 remain usable (devices 3 withheld)") != std::string::npos);
+    CHECK(r.err.find("PASS free") != std::string::npos);
+    CHECK(process_alive(stuck));
+    kill(stuck, SIGKILL);
+}
+
+TEST_CASE("a stopped job that is being stopped gets SIGCONT after SIGTERM, not a wait for SIGKILL")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "-d", "none", "-j", "2", "-x", "--kill-grace", "20",
+                        dir.write("stop.cmds", "@0,label=stopped kill -STOP $$\n@0,label=bad sleep 0.3; exit 1\n")},
+                       {}, {}, 60s);
+    CHECK(r.exit_code == 1);
+    CHECK(r.seconds < 10);
+    CHECK(r.err.find("KILLED stopped signal=SIGTERM") != std::string::npos);
+}
+
+TEST_CASE("a job that reads /dev/tty fails at once instead of stopping for ever")
+{
+    TempDir dir;
+    Setup tty;
+    tty.controlling_tty = true;
+    const auto r = run({pto_par(), "-d", "none", "--timeout", "20", dir.write("tty.cmds", "@0,label=tty cat /dev/tty\n")},
+                       {}, {}, 60s, tty);
+    CHECK(r.exit_code == 1);
+    CHECK(r.seconds < 10);
+    CHECK(r.err.find("FAIL tty exit=1") != std::string::npos);
+}
+
+TEST_CASE("one verdict for one line: a plain command and the same in a compound give the shell's answer")
+{
+    TempDir dir;
+    const auto script = dir.write("segv.sh", "#!/bin/sh\nkill -SEGV $$\n");
+    chmod(script.c_str(), 0755);
+    const auto r = run({pto_par(), "-d", "none", "-j", "1",
+                        dir.write("v.cmds", "@0,label=plain " + script + "\n@0,label=compound { " + script + "; }\n")});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("FAIL plain exit=139") != std::string::npos);
+    CHECK(r.err.find("FAIL compound exit=139") != std::string::npos);
+    CHECK(lines_with(r.out, "Segmentation fault").size() == 2);
+}
+
+TEST_CASE("-v and --dry-run say which containment is in force")
+{
+    TempDir dir;
+    const auto file = dir.write("c.cmds", "@0 true\n");
+    const auto pg = run({pto_par(), "-v", "-d", "none", "--contain", "pgroup", file});
+    CHECK(pg.err.find("jobs contained by process groups") != std::string::npos);
+    const auto dry = run({pto_par(), "-n", "-d", "none", "--contain", "pgroup", file});
+    CHECK(dry.out.find("# jobs contained by process groups") != std::string::npos);
+    if (cgroups_usable()) {
+        const auto cg = run({pto_par(), "-v", "-d", "none", file});
+        CHECK(cg.err.find("jobs contained by cgroup v2") != std::string::npos);
+    }
+    const auto bad = run({pto_par(), "--contain", "jail", file});
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("--contain: expected auto, cgroup or pgroup") != std::string::npos);
+}
+
+}

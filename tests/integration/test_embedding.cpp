@@ -1,0 +1,79 @@
+// run_jobs inside a program that has threads and signal handlers of its own.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include <pto/scheduler.hpp>
+
+namespace {
+
+pid_t caller_pid = 0;
+volatile sig_atomic_t ran_in_child = 0;
+
+void on_winch(int)
+{
+    // A vfork child shares our memory: this write is seen by the test.
+    if (getpid() != caller_pid)
+        ran_in_child = 1;
+}
+
+}  // namespace
+
+TEST_SUITE("embedding") {
+
+TEST_CASE("none of the caller's signal handlers runs in a job's child before it execs")
+{
+    caller_pid = getpid();
+    // Our own process group: the flood below reaches us and, until they
+    // leave it, the children we start, and nobody else.
+    if (getpgrp() != getpid())
+        REQUIRE(setpgid(0, 0) == 0);
+    struct sigaction sa {};
+    struct sigaction old {};
+    sa.sa_handler = on_winch;
+    REQUIRE(sigaction(SIGWINCH, &sa, &old) == 0);
+
+    std::atomic<bool> stop{false};
+    sigset_t all;
+    sigset_t saved;
+    sigfillset(&all);
+    REQUIRE(pthread_sigmask(SIG_SETMASK, &all, &saved) == 0);
+    std::thread flood([&stop] {
+        const pid_t group = getpgrp();
+        while (!stop.load(std::memory_order_relaxed))
+            (void)kill(-group, SIGWINCH);
+    });
+    REQUIRE(pthread_sigmask(SIG_SETMASK, &saved, nullptr) == 0);
+
+    std::vector<pto::Job> jobs;
+    for (int i = 0; i < 200; ++i) {
+        pto::Job job;
+        job.label = "j" + std::to_string(i);
+        job.device_count = 0;
+        job.build = [](std::span<const int>) -> pto::Expected<pto::LaunchSpec> {
+            return pto::LaunchSpec{{"/bin/true"}, {}, {}};
+        };
+        jobs.push_back(std::move(job));
+    }
+    pto::RunOptions opt;
+    opt.max_parallel = 4;
+    opt.handle_signals = false;
+    auto summary = pto::run_jobs(std::move(jobs), opt);
+    stop = true;
+    flood.join();
+    REQUIRE(sigaction(SIGWINCH, &old, nullptr) == 0);
+
+    REQUIRE(summary);
+    for (const auto& r : summary->results) {
+        CHECK(r.status == pto::JobStatus::passed);
+        // The reports' promise: the duration is exactly end - start.
+        CHECK(r.duration_s == r.end - r.start);
+    }
+    CHECK(ran_in_child == 0);
+}
+
+}

@@ -113,7 +113,7 @@ TEST_CASE("a leftover that cannot be stopped keeps its device out of the pool; w
                                               "@1,label=next echo ran-on-a-held-device\n@0,label=free echo free\n");
     chmod(cmds.c_str(), 0644);
     const auto r = run({pto_par(), "-d", "3", "-j", "1", "--kill-grace", "0.5", "--json", json, cmds}, {}, {}, 30s,
-                       Setup{.uid = 65534, .gid = 65534});
+                       Setup::as_user(65534, 65534));
     const pid_t stuck = static_cast<pid_t>(std::stol(dir.read("u.pid")));
     CHECK(r.out.find("ran-on-a-held-device") == std::string::npos);
     CHECK(r.out.find("free") != std::string::npos);

@@ -75,7 +75,7 @@ TEST_CASE("too few file descriptors for -j 200: jobs wait their turn, none is dr
         cmds += "@0 sleep 0.05\n";
     const auto json = dir.file("r.json");
     const auto r = run({pto_par(), "-d", "none", "-j", "200", "--json", json, dir.write("many.cmds", cmds)}, {}, {}, 60s,
-                       Setup{.limits = {{RLIMIT_NOFILE, 16}}});
+                       Setup::limit(RLIMIT_NOFILE, 16));
     CHECK(r.exit_code == 0);
     CHECK(r.err.find("out of file descriptors") != std::string::npos);
     CHECK(lines_with(r.err, "] PASS ").size() == 40);
@@ -88,7 +88,7 @@ TEST_CASE("standard output closed by its reader: every job still runs and is rep
     const auto json = dir.file("r.json");
     const auto r = run({pto_par(), "-d", "none", "-j", "1", "--json", json,
                         dir.write("out.cmds", "@0 seq 1 100000\n@0 echo two\n@0 echo three\n")},
-                       {}, {}, 60s, Setup{.stdout_closed = true});
+                       {}, {}, 60s, Setup::closed_stdout());
     CHECK(r.exit_code == 0);
     CHECK(r.signal == 0);
     CHECK(lines_with(dir.read("r.json"), "\"status\":\"passed\"").size() == 3);
@@ -99,7 +99,7 @@ TEST_CASE("output that cannot be kept (file size limit) is reported and fails th
 {
     TempDir dir;
     const auto r = run({pto_par(), "-d", "none", dir.write("big.cmds", "@0,label=big head -c 3000000 /dev/zero\n")}, {},
-                       {"TMPDIR=" + dir.path()}, 60s, Setup{.limits = {{RLIMIT_FSIZE, 1 << 19}}});
+                       {"TMPDIR=" + dir.path()}, 60s, Setup::limit(RLIMIT_FSIZE, 1 << 19));
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("PASS big exit=0") != std::string::npos);
     CHECK(r.err.find("File too large") != std::string::npos);

@@ -106,7 +106,7 @@ TEST_CASE("--log-dir on a full disk: reported, the other reports and jobs unharm
     TempDir dir;
     const auto r = run({pto_par(), "-d", "none", "-j", "1", "--log-dir", dir.file("logs"),
                         dir.write("f.cmds", "@0,label=big head -c 300000 /dev/zero\n@0,label=small echo hi\n")},
-                       {}, {}, 60s, Setup{.limits = {{RLIMIT_FSIZE, 100000}}});
+                       {}, {}, 60s, Setup::limit(RLIMIT_FSIZE, 100000));
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("PASS big") != std::string::npos);
     CHECK(r.err.find("PASS small") != std::string::npos);

@@ -29,6 +29,26 @@ struct Setup {
     uid_t uid = 0;               // with gid: run as this user (0: as we are)
     gid_t gid = 0;
     std::string cgroup;          // a cgroup v2 directory to run in (empty: ours)
+
+    static Setup limit(int resource, unsigned long value)
+    {
+        Setup s;
+        s.limits = {{resource, value}};
+        return s;
+    }
+    static Setup closed_stdout()
+    {
+        Setup s;
+        s.stdout_closed = true;
+        return s;
+    }
+    static Setup as_user(uid_t uid, gid_t gid)
+    {
+        Setup s;
+        s.uid = uid;
+        s.gid = gid;
+        return s;
+    }
 };
 
 class Process {

@@ -1,6 +1,7 @@
-// The scheduler the pto-par command uses, usable on its own: run jobs as
-// process groups in parallel, each holding some devices of a pool, so that no
-// device is ever held by two running jobs.
+// The scheduler the pto-par command uses, usable on its own: run jobs in
+// parallel, each in a session (and, where possible, a cgroup) of its own and
+// holding some devices of a pool, so that no device is ever held by two
+// running jobs.
 //
 //     std::vector<pto::Job> jobs;
 //     jobs.push_back({"add", 1, [](std::span<const int> ids) -> pto::Expected<pto::LaunchSpec> {
@@ -16,7 +17,9 @@
 // they are blocked and read through a signalfd, and it reaps every child of
 // the process, so call it from a process that has no other children to wait
 // for. It makes the process a child subreaper for the run, so that what a job
-// leaves behind is seen and stopped before its devices are handed on.
+// leaves behind is seen and stopped before its devices are handed on. Other
+// threads and signal handlers of the caller are fine: no handler runs in a
+// job's child before it execs.
 #pragma once
 
 #include <sys/types.h>

@@ -4,9 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
+
+#include "common/seconds.hpp"
 
 namespace pto::cli {
 namespace {
@@ -49,17 +50,11 @@ const option long_options[] = {
     {nullptr, 0, nullptr, 0},
 };
 
-// Seconds as a finite decimal number; `allow_zero` for graces.
-Expected<double> parse_seconds(const char* opt, const char* text, bool allow_zero)
+Expected<double> parse_seconds_option(const char* opt, const char* text, bool allow_zero)
 {
-    char* end = nullptr;
-    errno = 0;
-    const double v = std::strtod(text, &end);
-    const bool ok = *text != '\0' && end != nullptr && *end == '\0' && errno == 0 && std::isfinite(v) &&
-                    (allow_zero ? v >= 0 : v > 0);
-    if (!ok)
-        return fail(std::string("invalid value '") + text + "' for " + opt + ": expected " +
-                    (allow_zero ? "a number of seconds >= 0" : "a number of seconds > 0"));
+    auto v = parse_seconds(text, allow_zero ? SecondsMin::zero : SecondsMin::above_zero);
+    if (!v)
+        return fail(std::string("invalid value '") + text + "' for " + opt + ": " + v.error().message);
     return v;
 }
 
@@ -154,7 +149,7 @@ Expected<Options> parse_options(int argc, char** argv)
                                    : c == opt_timeout   ? "--timeout"
                                    : c == opt_job_timeout ? "--job-timeout"
                                                           : "--dump-grace";
-            auto v = parse_seconds(opt_name, arg, grace);
+            auto v = parse_seconds_option(opt_name, arg, grace);
             if (!v)
                 return tl::unexpected(v.error());
             if (c == opt_kill_grace)

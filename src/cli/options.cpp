@@ -210,8 +210,11 @@ Run the commands of FILE (or standard input) in parallel, each job holding its
 own devices from a pool, so that no two running jobs ever share a device.
 
 Devices and parallelism:
-  -d, --devices SPEC     device pool: 0-3, 0,2-4,7, none, or auto (default auto:
-                         $PTO_PAR_DEVICES, else no devices)
+  -d, --devices SPEC     device pool: 0-3, 0,2-4,7, none, or auto (default
+                         auto: the first of $PTO_PAR_DEVICES,
+                         $ASCEND_RT_VISIBLE_DEVICES, $CUDA_VISIBLE_DEVICES,
+                         $SLURM_STEP_GPUS, $SLURM_JOB_GPUS that is set, else
+                         /dev/davinciN, else /dev/nvidiaN, else no devices)
       --device SPEC      same as --devices
   -j, --jobs N|auto      most jobs at once (default auto: the pool size on
                          hardware, min(nproc, pool) on a *sim platform, nproc

@@ -136,7 +136,9 @@ Expected<void> check_reports(const Options& opt, const std::optional<std::pair<d
             if (same(dests[k], d))
                 return fail(std::string(dests[k].option) + " and " + d.option + " both name '" +
                             text::printable(d.path) + "'; each report needs a file of its own");
-        if (d.first_byte == 0)
+        // A directory, or a stream such as /dev/stdout: nothing to mistake
+        // for a report there, only a destination.
+        if (d.first_byte == 0 || d.path.starts_with("/dev/") || d.path.starts_with("/proc/"))
             continue;
         auto first = first_byte_of(d.path);
         if (!first)

@@ -31,7 +31,10 @@ public:
     ~Fifo() { close_end(); }
     Fifo(const Fifo&) = delete;
     Fifo& operator=(const Fifo&) = delete;
-    void write_text(const std::string& text) const { REQUIRE(::write(fd_, text.data(), text.size()) == static_cast<ssize_t>(text.size())); }
+    void write_text(const std::string& text) const
+    {
+        REQUIRE(::write(fd_, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    }
     void close_end()
     {
         if (fd_ >= 0)

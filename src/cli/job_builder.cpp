@@ -40,7 +40,7 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
                 std::string(device_variable_variable) + "=" + (named ? pool.variable : ""),
             };
             for (const auto& name : world.device_env)
-                launch.env.push_back(name + "=" + world.pool->value_for(name, ids));
+                launch.env.push_back(name + "=" + pool.value_for(name, ids));
             return launch;
         };
         jobs.push_back(std::move(job));

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/seconds.hpp"
+#include "common/text.hpp"
 
 namespace pto::cli {
 namespace {
@@ -70,16 +71,6 @@ Expected<std::size_t> parse_jobs(const char* text)
     return static_cast<std::size_t>(v);
 }
 
-bool is_env_name(const char* s)
-{
-    if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
-        return false;
-    for (++s; *s != '\0'; ++s)
-        if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')))
-            return false;
-    return true;
-}
-
 Expected<OutputMode> parse_output(const char* text)
 {
     const std::string_view t = text;
@@ -129,7 +120,7 @@ Expected<Options> parse_options(int argc, char** argv)
             break;
         case 'x': o.fail_fast = true; break;
         case 'e':
-            if (!is_env_name(arg))
+            if (!text::is_env_name(arg))
                 return fail(std::string("invalid value '") + arg +
                             "' for --device-env: expected a variable name like CUDA_VISIBLE_DEVICES");
             if (std::find(o.device_env.begin(), o.device_env.end(), arg) == o.device_env.end())

@@ -1,5 +1,7 @@
 #include "common/text.hpp"
 
+#include <algorithm>
+
 #include "common/utf8.hpp"
 
 namespace pto::text {
@@ -30,6 +32,13 @@ std::string_view trim(std::string_view s)
     if (first == std::string_view::npos)
         return {};
     return s.substr(first, s.find_last_not_of(blank) - first + 1);
+}
+
+bool is_env_name(std::string_view s)
+{
+    const auto letter = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
+    return !s.empty() && letter(s.front()) &&
+           std::all_of(s.begin(), s.end(), [&](char c) { return letter(c) || (c >= '0' && c <= '9'); });
 }
 
 std::string printable(std::string_view s)

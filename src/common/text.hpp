@@ -15,4 +15,7 @@ std::string_view trim(std::string_view s);
 // sequences or reorder what a terminal shows.
 std::string printable(std::string_view s);
 
+// A shell variable name: [A-Za-z_][A-Za-z0-9_]*.
+bool is_env_name(std::string_view s);
+
 }  // namespace pto::text

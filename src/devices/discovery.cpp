@@ -109,12 +109,6 @@ Expected<DiscoveredPool> from_variable(const std::string& name, std::string_view
     return DiscoveredPool{std::move(ids), source, name, std::move(entries)};
 }
 
-bool is_env_name(std::string_view s)
-{
-    return !s.empty() && (is_alpha(s.front()) || s.front() == '_') &&
-           std::all_of(s.begin(), s.end(), [](char c) { return is_alpha(c) || c == '_' || (c >= '0' && c <= '9'); });
-}
-
 // Inside a job of a run whose pool came from device names: the job's own
 // devices by those names, handed back in the variable they came from, so
 // that a nested run neither takes the outer run's positions for devices
@@ -127,7 +121,7 @@ std::optional<Expected<DiscoveredPool>> from_outer_run(const GetenvFn& getenv_fn
         return std::nullopt;
     const std::string dollar = std::string("$") + device_names_variable;
     const char* var = getenv_fn(device_variable_variable);
-    if (var == nullptr || !is_env_name(var))
+    if (var == nullptr || !text::is_env_name(var))
         return fail(dollar + " is set but $" + device_variable_variable +
                     " does not name the variable its devices came from; pto-par sets both for its jobs");
     auto pool = from_variable(device_names_variable, names);

@@ -44,6 +44,17 @@ TEST_CASE("printable keeps valid UTF-8 and escapes controls, bidi overrides and 
     CHECK(printable("nul\0!"s) == "nul\\x00!");
 }
 
+TEST_CASE("is_env_name: what -e and $PTO_PAR_DEVICE_VARIABLE may name")
+{
+    using pto::text::is_env_name;
+    CHECK(is_env_name("CUDA_VISIBLE_DEVICES"));
+    CHECK(is_env_name("_x1"));
+    CHECK_FALSE(is_env_name(""));
+    CHECK_FALSE(is_env_name("1BAD"));
+    CHECK_FALSE(is_env_name("A-B"));
+    CHECK_FALSE(is_env_name("A=B"));
+}
+
 TEST_CASE("parse_seconds: one grammar and one range for the command line and the file")
 {
     using pto::parse_seconds;

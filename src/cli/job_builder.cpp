@@ -27,14 +27,20 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
                             std::to_string(cmdfile::max_command_bytes - 1));
             LaunchSpec launch;
             launch.argv = {world.shell, "-c", std::move(command)};
+            const DiscoveredPool& pool = *world.pool;
+            const bool named = !pool.entries.empty();
             launch.env = {
                 "PTO_PAR_DEVICES=" + list,
                 "PTO_PAR_NUM_DEVICES=" + std::to_string(ids.size()),
                 "PTO_PAR_LABEL=" + spec.label,
                 "PTO_PAR_SEQ=" + std::to_string(spec.seq),
+                // What a pto-par inside the job needs to find these very
+                // devices in the form this run was given them.
+                std::string(device_names_variable) + "=" + (named ? pool.value_for(pool.variable, ids) : ""),
+                std::string(device_variable_variable) + "=" + (named ? pool.variable : ""),
             };
             for (const auto& name : world.device_env)
-                launch.env.push_back(name + "=" + world.pool->value_for(name, ids));
+                launch.env.push_back(name + "=" + pool.value_for(name, ids));
             return launch;
         };
         jobs.push_back(std::move(job));

@@ -14,8 +14,10 @@
 #include <pto/scheduler.hpp>
 
 #include "cli/dry_run.hpp"
+#include "cli/early_signals.hpp"
 #include "cli/job_builder.hpp"
 #include "cli/options.hpp"
+#include "cli/preflight.hpp"
 #include "cli/read_input.hpp"
 #include "cmdfile/commands_file.hpp"
 #include "devices/discovery.hpp"
@@ -25,6 +27,7 @@
 #include "report/log_dir.hpp"
 #include "report/output_writer.hpp"
 #include "report/status_lines.hpp"
+#include "common/signal_names.hpp"
 #include "common/unique_fd.hpp"
 
 namespace {
@@ -112,7 +115,21 @@ bool report_oversized(const std::string& file, const std::vector<cmdfile::JobSpe
     return any;
 }
 
-int run(int argc, char** argv)
+// A stop signal taken now (SIGINT, SIGTERM, SIGHUP), 0 if none; SIGUSR1
+// is answered with `doing`, what pto-par is busy with.
+int stop_signal_now(cli::EarlySignals& signals, const std::string& doing)
+{
+    auto requests = signals.take();
+    if (!requests) {
+        std::cerr << "pto-par: warning: " << requests.error().message << "\n";
+        return 0;
+    }
+    if (*requests > 0)
+        std::cerr << "[pto-par] " << doing << "\n";
+    return signals.stop_signal();
+}
+
+int run(int argc, char** argv, cli::EarlySignals& signals)
 {
     auto parsed = cli::parse_options(argc, argv);
     if (!parsed)
@@ -130,11 +147,26 @@ int run(int argc, char** argv)
     if (!pool)
         return usage_error(pool.error().message);
 
-    auto text = cli::read_input(opt.file);
-    if (!text)
-        return error(text.error().message);
+    if (auto ok = cli::check_shell(opt.shell); !ok)
+        return usage_error(ok.error().message);
+    auto in = cli::open_input(opt.file);
+    if (!in)
+        return error(in.error().message);
+    // Before reading: `pto-par --json tests.cmds` on a terminal would
+    // otherwise wait for commands on standard input first.
+    if (auto ok = cli::check_reports(opt, in->identity); !ok)
+        return usage_error(ok.error().message);
+    auto input = cli::read_input(*in, signals);
+    if (!input)
+        return error(input.error().message);
+    if (input->stop_signal != 0)
+        return 128 + input->stop_signal;
     const std::string display_name = opt.file == "-" ? "<stdin>" : opt.file;
-    const auto parsed_file = cmdfile::parse_commands(*text);
+    if (input->bad) {
+        std::cerr << cmdfile::format_diagnostic(display_name, *input->bad) << "\n";
+        return exit_usage;
+    }
+    const auto parsed_file = cmdfile::parse_commands(input->text);
     if (!parsed_file.errors.empty()) {
         for (const auto& d : parsed_file.errors)
             std::cerr << cmdfile::format_diagnostic(display_name, d) << "\n";
@@ -155,6 +187,9 @@ int run(int argc, char** argv)
         std::cout.flush();
         return std::cout ? 0 : 1;
     }
+
+    if (const int sig = stop_signal_now(signals, "the commands file is read; opening the reports"); sig != 0)
+        return 128 + sig;
 
     UniqueFd json_fd;
     if (!opt.json_path.empty()) {
@@ -234,6 +269,12 @@ int run(int argc, char** argv)
 
     if (summary->stopped_by_signal != 0)
         return 128 + summary->stopped_by_signal;
+    // The signals that came after run_jobs were held until the reports
+    // were complete; a stop signal among them now decides the exit status.
+    if (const int sig = stop_signal_now(signals, "all jobs ended; the reports are written"); sig != 0) {
+        status.note("stopped by " + signal_name(sig) + " after the last job ended; the reports are complete");
+        return 128 + sig;
+    }
     if (summary->timed_out)
         return exit_run_timeout;
     for (const auto& r : summary->results)
@@ -246,6 +287,13 @@ int run(int argc, char** argv)
 
 int main(int argc, char** argv)
 {
+    // First of all: from here on no signal can kill pto-par half-way or be
+    // lost; they are read where pto-par can act on them.
+    auto signals = cli::EarlySignals::open();
+    if (!signals) {
+        std::cerr << "pto-par: error: " << signals.error().message << "\n";
+        return exit_usage;
+    }
     // A closed standard output must come back as EPIPE, not kill the run
     // and orphan its report; the jobs get SIGPIPE's default back.
     std::signal(SIGPIPE, SIG_IGN);
@@ -253,7 +301,7 @@ int main(int argc, char** argv)
     // that hit it, so the report can say so.
     std::signal(SIGXFSZ, SIG_IGN);
     try {
-        return run(argc, argv);
+        return run(argc, argv, *signals);
     } catch (const std::exception& e) {
         std::cerr << "pto-par: internal error: " << e.what() << "\n";
         return 70;

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
+
+#include "common/seconds.hpp"
+#include "common/text.hpp"
 
 namespace pto::cli {
 namespace {
@@ -49,17 +51,11 @@ const option long_options[] = {
     {nullptr, 0, nullptr, 0},
 };
 
-// Seconds as a finite decimal number; `allow_zero` for graces.
-Expected<double> parse_seconds(const char* opt, const char* text, bool allow_zero)
+Expected<double> parse_seconds_option(const char* opt, const char* text, bool allow_zero)
 {
-    char* end = nullptr;
-    errno = 0;
-    const double v = std::strtod(text, &end);
-    const bool ok = *text != '\0' && end != nullptr && *end == '\0' && errno == 0 && std::isfinite(v) &&
-                    (allow_zero ? v >= 0 : v > 0);
-    if (!ok)
-        return fail(std::string("invalid value '") + text + "' for " + opt + ": expected " +
-                    (allow_zero ? "a number of seconds >= 0" : "a number of seconds > 0"));
+    auto v = parse_seconds(text, allow_zero ? SecondsMin::zero : SecondsMin::above_zero);
+    if (!v)
+        return fail(std::string("invalid value '") + text + "' for " + opt + ": " + v.error().message);
     return v;
 }
 
@@ -73,16 +69,6 @@ Expected<std::size_t> parse_jobs(const char* text)
     if (*text == '\0' || *end != '\0' || errno != 0 || v < 1 || v > 100000)
         return fail(std::string("invalid value '") + text + "' for --jobs: expected a whole number >= 1 or 'auto'");
     return static_cast<std::size_t>(v);
-}
-
-bool is_env_name(const char* s)
-{
-    if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
-        return false;
-    for (++s; *s != '\0'; ++s)
-        if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')))
-            return false;
-    return true;
 }
 
 Expected<OutputMode> parse_output(const char* text)
@@ -134,7 +120,7 @@ Expected<Options> parse_options(int argc, char** argv)
             break;
         case 'x': o.fail_fast = true; break;
         case 'e':
-            if (!is_env_name(arg))
+            if (!text::is_env_name(arg))
                 return fail(std::string("invalid value '") + arg +
                             "' for --device-env: expected a variable name like CUDA_VISIBLE_DEVICES");
             if (std::find(o.device_env.begin(), o.device_env.end(), arg) == o.device_env.end())
@@ -154,7 +140,7 @@ Expected<Options> parse_options(int argc, char** argv)
                                    : c == opt_timeout   ? "--timeout"
                                    : c == opt_job_timeout ? "--job-timeout"
                                                           : "--dump-grace";
-            auto v = parse_seconds(opt_name, arg, grace);
+            auto v = parse_seconds_option(opt_name, arg, grace);
             if (!v)
                 return tl::unexpected(v.error());
             if (c == opt_kill_grace)
@@ -215,8 +201,11 @@ Run the commands of FILE (or standard input) in parallel, each job holding its
 own devices from a pool, so that no two running jobs ever share a device.
 
 Devices and parallelism:
-  -d, --devices SPEC     device pool: 0-3, 0,2-4,7, none, or auto (default auto:
-                         $PTO_PAR_DEVICES, else no devices)
+  -d, --devices SPEC     device pool: 0-3, 0,2-4,7, none, or auto (default
+                         auto: the first of $PTO_PAR_DEVICES,
+                         $ASCEND_RT_VISIBLE_DEVICES, $CUDA_VISIBLE_DEVICES,
+                         $SLURM_STEP_GPUS, $SLURM_JOB_GPUS that is set, else
+                         /dev/davinciN, else /dev/nvidiaN, else no devices)
       --device SPEC      same as --devices
   -j, --jobs N|auto      most jobs at once (default auto: the pool size on
                          hardware, min(nproc, pool) on a *sim platform, nproc

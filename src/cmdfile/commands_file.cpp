@@ -14,6 +14,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "common/seconds.hpp"
+
 namespace pto::cmdfile {
 namespace {
 
@@ -176,24 +178,6 @@ std::optional<long> parse_device_count(std::string_view s) {
     return value;
 }
 
-// Plain decimal only: "1e3", "inf", "0x10" and signs are typos here, not
-// features, even though from_chars would take some of them.
-std::optional<double> parse_timeout(std::string_view s) {
-    const auto digits = std::count_if(s.begin(), s.end(),
-                                      [](char c) { return c >= '0' && c <= '9'; });
-    const auto dots = std::count(s.begin(), s.end(), '.');
-    if (digits == 0 || dots > 1 || static_cast<std::size_t>(digits + dots) != s.size())
-        return std::nullopt;
-    double value = 0;
-    const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value,
-                                           std::chars_format::fixed);
-    // Digits alone cannot spell inf or nan; too many of them overflow, and
-    // from_chars says so.
-    if (ec != std::errc{} || ptr != s.data() + s.size() || value <= 0)
-        return std::nullopt;
-    return value;
-}
-
 // Label -> the line of its first use. Shared by all directives of a file.
 using LabelLines = std::unordered_map<std::string, std::size_t>;
 
@@ -313,11 +297,11 @@ private:
     }
 
     void timeout(std::string_view value, std::size_t offset) {
-        result_.timeout_s = parse_timeout(value);
-        if (!result_.timeout_s)
-            error(offset, "invalid timeout " + quote(value) +
-                              "; expected a positive number of seconds, such as "
-                              "'600' or '1.5'");
+        auto seconds = parse_seconds(value);
+        if (seconds)
+            result_.timeout_s = *seconds;
+        else
+            error(offset, "invalid timeout " + quote(value) + ": " + seconds.error().message);
     }
 
     static std::optional<Key> lookup(std::string_view key) {
@@ -522,26 +506,35 @@ private:
     LabelLines labels_;
 };
 
-// A NUL byte means this is not a text file at all: every other diagnostic
-// would be noise, so it is the only one reported.
-std::optional<Diagnostic> find_nul(std::string_view text) {
-    const std::size_t nul = text.find('\0');
-    if (nul == std::string_view::npos) return std::nullopt;
-    const std::string_view before = text.substr(0, nul);
-    const std::size_t line = 1 + static_cast<std::size_t>(
-                                     std::count(before.begin(), before.end(), '\n'));
-    const std::size_t line_start = before.rfind('\n');
-    const std::size_t col =
-        line_start == std::string_view::npos ? nul + 1 : nul - line_start;
-    return Diagnostic{line, col, "NUL byte in commands file"};
-}
-
 }  // namespace
 
+std::optional<Diagnostic> InputCheck::feed(std::string_view bytes) {
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+        const char c = bytes[i];
+        if (c == '\n') {
+            ++line_;
+            line_bytes_ = 0;
+            continue;
+        }
+        ++line_bytes_;
+        // A NUL byte means this is not a text file at all: every other
+        // diagnostic would be noise, so it is the only one reported.
+        if (c == '\0') return Diagnostic{line_, line_bytes_, "NUL byte in commands file"};
+        if (line_bytes_ > max_line_bytes)
+            return Diagnostic{line_, line_bytes_,
+                              "line is longer than " + std::to_string(max_line_bytes) +
+                                  " bytes, and a command can have at most " +
+                                  std::to_string(max_command_bytes - 1) +
+                                  " (the kernel's limit for one argument is " +
+                                  std::to_string(max_command_bytes) + " bytes, NUL included)"};
+    }
+    return std::nullopt;
+}
+
 ParseResult parse_commands(std::string_view text) {
-    if (std::optional<Diagnostic> nul = find_nul(text)) {
+    if (std::optional<Diagnostic> bad = InputCheck().feed(text)) {
         ParseResult r;
-        r.errors.push_back(std::move(*nul));
+        r.errors.push_back(std::move(*bad));
         return r;
     }
     return Parser(text).run();

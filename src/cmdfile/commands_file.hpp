@@ -26,8 +26,33 @@ struct Diagnostic {
     std::string message;
 };
 
+// The kernel's limit for one argument string (MAX_ARG_STRLEN), NUL included.
+inline constexpr std::size_t max_command_bytes = 128 * 1024;
+
+// The longest physical line read: room for the longest command plus as
+// much again for blanks and a directive. A longer line can only be a
+// mistake (a binary file, an endless stream), found before it fills memory.
+inline constexpr std::size_t max_line_bytes = 2 * max_command_bytes;
+
+// Checks a commands file as it is read, before anything is parsed: a NUL
+// byte (not a text file) or a physical line longer than max_line_bytes is
+// the one error of the file, found at once, so that reading `/dev/zero` or
+// an endless line costs neither time nor memory.
+class InputCheck {
+public:
+    // The next bytes of the file; the problem they end with, if any. Once
+    // one is returned the rest of the file does not matter.
+    std::optional<Diagnostic> feed(std::string_view bytes);
+    // Line breaks seen so far.
+    std::size_t line_breaks() const { return line_ - 1; }
+
+private:
+    std::size_t line_ = 1;
+    std::size_t line_bytes_ = 0;  // of line_ so far, without its '\n'
+};
+
 // Parses the whole text; `name` is only used in diagnostics. Either every job
-// or every error (in file order), never both.
+// or every error (in file order), never both. Runs InputCheck first.
 struct ParseResult {
     std::vector<JobSpec> jobs;
     std::vector<Diagnostic> errors;
@@ -36,9 +61,6 @@ ParseResult parse_commands(std::string_view text);
 
 // "FILE:LINE:COL: error: message"
 std::string format_diagnostic(std::string_view file_name, const Diagnostic& d);
-
-// The kernel's limit for one argument string (MAX_ARG_STRLEN), NUL included.
-inline constexpr std::size_t max_command_bytes = 128 * 1024;
 
 // Placeholder values for one launch of one job.
 struct Placeholders {

@@ -9,8 +9,13 @@ namespace pto::text {
 // Without leading and trailing blanks (space, tab, CR, LF, VT, FF).
 std::string_view trim(std::string_view s);
 
-// Control characters and bytes >= 0x7f as \xNN: text from outside (labels,
-// environment values) can then never carry terminal escape sequences.
+// Valid UTF-8 as it is; C0 and C1 controls, DEL, bidi overrides and
+// isolates, and bytes that are not UTF-8 as \xNN, byte by byte: text from
+// outside (labels, environment values) can then never carry terminal escape
+// sequences or reorder what a terminal shows.
 std::string printable(std::string_view s);
+
+// A shell variable name: [A-Za-z_][A-Za-z0-9_]*.
+bool is_env_name(std::string_view s);
 
 }  // namespace pto::text

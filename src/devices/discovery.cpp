@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <pto/devices.hpp>
@@ -108,6 +109,40 @@ Expected<DiscoveredPool> from_variable(const std::string& name, std::string_view
     return DiscoveredPool{std::move(ids), source, name, std::move(entries)};
 }
 
+// Inside a job of a run whose pool came from device names: the job's own
+// devices by those names, handed back in the variable they came from, so
+// that a nested run neither takes the outer run's positions for devices
+// nor loses the UUIDs. nullopt when the outer pool was numbered (its jobs
+// get an empty $PTO_PAR_DEVICE_NAMES): $PTO_PAR_DEVICES then decides alone.
+std::optional<Expected<DiscoveredPool>> from_outer_run(const GetenvFn& getenv_fn, std::string_view ids_value)
+{
+    const char* names = getenv_fn(device_names_variable);
+    if (names == nullptr || text::trim(names).empty())
+        return std::nullopt;
+    const std::string dollar = std::string("$") + device_names_variable;
+    const char* var = getenv_fn(device_variable_variable);
+    if (var == nullptr || !text::is_env_name(var))
+        return fail(dollar + " is set but $" + device_variable_variable +
+                    " does not name the variable its devices came from; pto-par sets both for its jobs");
+    auto pool = from_variable(device_names_variable, names);
+    if (!pool)
+        return pool;
+    if (pool->entries.empty())
+        return fail(dollar + ": expected device names (GPU UUIDs, MIG ids), not numbers; $PTO_PAR_DEVICES " +
+                    "holds the numbers");
+    const auto ids = parse_device_range(ids_value);
+    if (!ids)
+        return fail("$PTO_PAR_DEVICES: " + text::printable(ids.error().message));
+    if (ids->size() != pool->entries.size())
+        return fail("$PTO_PAR_DEVICES has " + std::to_string(ids->size()) + " devices but " + dollar + " names " +
+                    std::to_string(pool->entries.size()) + "; pto-par sets both for its jobs: unset " +
+                    device_names_variable + " to use $PTO_PAR_DEVICES alone");
+    pool->variable = var;
+    pool->source = dollar + " (" + kind_of_names(pool->entries) + " of the outer run's $" + var + ", as position" +
+                   (pool->ids.size() == 1 ? " " : "s ") + format_device_range(pool->ids) + ")";
+    return pool;
+}
+
 // The N of "<prefix>N" with N all digits, else -1: davinci_manager,
 // nvidiactl, nvidia-uvm, nvidia-caps and friends are not devices.
 int device_number(std::string_view entry, std::string_view prefix)
@@ -180,9 +215,15 @@ std::string DiscoveredPool::value_for(std::string_view var, std::span<const int>
 
 Expected<DiscoveredPool> discover_devices(const GetenvFn& getenv_fn, const std::string& dev_root)
 {
-    for (const char* name : variables)
-        if (const char* value = getenv_fn(name); value != nullptr)
-            return from_variable(name, value);
+    for (const char* name : variables) {
+        const char* value = getenv_fn(name);
+        if (value == nullptr)
+            continue;
+        if (std::string_view(name) == "PTO_PAR_DEVICES")
+            if (auto nested = from_outer_run(getenv_fn, value))
+                return std::move(*nested);
+        return from_variable(name, value);
+    }
 
     auto nodes = scan_dev(dev_root);
     if (!nodes)

@@ -1,7 +1,9 @@
 // Where `-d auto` finds the pool (SPEC 8): the first of these that is set or
 // found wins, in order: $PTO_PAR_DEVICES, $ASCEND_RT_VISIBLE_DEVICES,
 // $CUDA_VISIBLE_DEVICES, $SLURM_STEP_GPUS, $SLURM_JOB_GPUS, /dev/davinciN,
-// /dev/nvidiaN.
+// /dev/nvidiaN. Inside a job of a run whose pool came from device names,
+// $PTO_PAR_DEVICE_NAMES and $PTO_PAR_DEVICE_VARIABLE refine $PTO_PAR_DEVICES
+// (SPEC 10, nested runs).
 #pragma once
 
 #include <functional>
@@ -13,6 +15,13 @@
 #include <pto/error.hpp>
 
 namespace pto {
+
+// Set for every job, with PTO_PAR_DEVICES: the job's devices by the names
+// the pool came from (GPU UUIDs...) and the variable that named them, both
+// empty when the ids are the devices' own numbers. Always set, so that a
+// value inherited from a run further out never describes this run's ids.
+inline constexpr const char* device_names_variable = "PTO_PAR_DEVICE_NAMES";
+inline constexpr const char* device_variable_variable = "PTO_PAR_DEVICE_VARIABLE";
 
 struct DiscoveredPool {
     std::vector<int> ids;

@@ -4,40 +4,10 @@
 
 #include "report/fd_writer.hpp"
 #include "common/signal_names.hpp"
+#include "common/utf8.hpp"
 
 namespace pto::report {
 namespace {
-
-// Length of the valid UTF-8 sequence at s[i], or 0 if it is not one.
-std::size_t utf8_length(std::string_view s, std::size_t i)
-{
-    const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-    const unsigned char c = b(i);
-    std::size_t n = 0;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4;
-    else
-        return 0;
-    if (i + n > s.size())
-        return 0;
-    for (std::size_t k = 1; k < n; ++k)
-        if ((b(i + k) & 0xc0) != 0x80)
-            return 0;
-    // Overlong forms, surrogates and code points past U+10FFFF.
-    if (c == 0xe0 && b(i + 1) < 0xa0)
-        return 0;
-    if (c == 0xed && b(i + 1) >= 0xa0)
-        return 0;
-    if (c == 0xf0 && b(i + 1) < 0x90)
-        return 0;
-    if (c == 0xf4 && b(i + 1) >= 0x90)
-        return 0;
-    return n;
-}
 
 std::string number(double v)
 {
@@ -67,9 +37,9 @@ std::string json_string(std::string_view bytes)
             std::snprintf(esc, sizeof esc, "\\u%04x", c);
             out += esc;
         } else if (c >= 0x80) {
-            if (const std::size_t n = utf8_length(bytes, i); n != 0) {
-                out.append(bytes.substr(i, n));
-                i += n;
+            if (const int n = utf8::decode(bytes.substr(i)).length; n > 0) {
+                out.append(bytes.substr(i, static_cast<std::size_t>(n)));
+                i += static_cast<std::size_t>(n);
                 continue;
             }
             std::snprintf(esc, sizeof esc, "\\u%04x", c);

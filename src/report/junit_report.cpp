@@ -16,6 +16,7 @@
 
 #include "report/fd_writer.hpp"
 #include "common/signal_names.hpp"
+#include "common/utf8.hpp"
 
 namespace pto::report {
 namespace {
@@ -33,45 +34,12 @@ void put_hex(unsigned char c, std::string& out)
     out += hex_digits[c & 15];
 }
 
-// The UTF-8 sequence starting at p[0] (not ASCII): its length when it is
-// valid and complete, 0 when p[0] cannot start one, -1 when the `avail`
-// bytes there are a valid beginning cut short. Overlong forms, surrogates
-// and code points past U+10FFFF are invalid.
+// utf8::decode over raw bytes, as the escaper below holds them.
 int utf8_sequence(const unsigned char* p, std::size_t avail, char32_t& cp)
 {
-    const unsigned char c = p[0];
-    int n = 0;
-    unsigned char lo = 0x80;
-    unsigned char hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        cp = c & 0x0f;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        cp = c & 0x07;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-    } else {
-        return 0;
-    }
-    for (int k = 1; k < n; ++k) {
-        if (static_cast<std::size_t>(k) >= avail)
-            return -1;
-        const unsigned char b = p[k];
-        if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf))
-            return 0;
-        cp = (cp << 6) | (b & 0x3f);
-    }
-    return n;
+    const utf8::Sequence seq = utf8::decode(std::string_view(reinterpret_cast<const char*>(p), avail));
+    cp = seq.code_point;
+    return seq.length;
 }
 
 // XML 1.0's Char production, for what UTF-8 decoding lets through.

@@ -157,16 +157,6 @@ TEST_CASE("a job killed by a signal it was not sent is a failure naming the sign
     CHECK(dir.read("r.json").find("\"status\":\"failed\",\"exit_code\":null,\"signal\":\"SIGSEGV\"") != std::string::npos);
 }
 
-TEST_CASE("a shell that does not exist fails every job with the path named")
-{
-    TempDir dir;
-    const auto r = run({pto_par(), "-d", "none", "--shell", "/nonexistent/sh", dir.write("x.cmds", "@0 true\n@0 true\n")});
-    CHECK(r.exit_code == 1);
-    CHECK(lines_with(r.err, "FAIL").size() == 2);
-    CHECK(r.err.find("/nonexistent/sh: No such file or directory") != std::string::npos);
-    CHECK(r.err.find("0 passed, 2 failed") != std::string::npos);
-}
-
 TEST_CASE("no file descriptor of pto-par leaks into a job")
 {
     TempDir dir;

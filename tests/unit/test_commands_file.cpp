@@ -275,6 +275,11 @@ TEST_CASE("the directive may follow blanks and be followed by tabs") {
     CHECK(j.command == "cmd  x");
 }
 
+TEST_CASE("timeout takes what --timeout takes, exponents included") {
+    CHECK(*one_job("@timeout=1e9 x").timeout_s == 1e9);
+    CHECK(*one_job("@timeout=2.5E3 x").timeout_s == 2500.0);
+}
+
 TEST_CASE("timeout accepts plain decimals") {
     CHECK(*one_job("@timeout=600 x").timeout_s == 600.0);
     CHECK(*one_job("@timeout=1.5 x").timeout_s == 1.5);
@@ -332,12 +337,12 @@ TEST_CASE("bad labels") {
 
 TEST_CASE("bad timeouts") {
     for (std::string_view bad : {"0"sv, "0.0"sv, "-1"sv, "+1"sv, "abc"sv, "inf"sv,
-                                 "nan"sv, "1e3"sv, ""sv, "."sv, "1..2"sv, "1.2.3"sv,
+                                 "nan"sv, "1e400"sv, ""sv, "."sv, "1..2"sv, "1.2.3"sv,
                                  "0x10"sv, "5s"sv}) {
         const std::string text = "@3,timeout=" + std::string(bad) + " cmd";
         check_error(text, 1, 4,
                     {"invalid timeout '" + std::string(bad) + "'",
-                     "expected a positive number of seconds"});
+                     "expected a number of seconds > 0"});
     }
     // Overflows a double instead of becoming infinity.
     check_error("@timeout=1" + std::string(400, '0') + " x", 1, 2, {"invalid timeout"});
@@ -486,6 +491,35 @@ TEST_CASE("the command length limit is MAX_ARG_STRLEN minus the NUL") {
                 {"command is 131072 bytes; the kernel limit for one argument is "
                  "131072 bytes"});
     check_error("ok\n@2  " + too_long + "1\n", 2, 5, {"command is 131073 bytes"});
+}
+
+TEST_CASE("InputCheck stops at the first NUL byte or over-long line, wherever the pieces end") {
+    using pto::cmdfile::InputCheck;
+    InputCheck nul;
+    CHECK(!nul.feed("ab\nc"));
+    const auto d = nul.feed("d\0e"sv);
+    REQUIRE(d);
+    CHECK(d->line == 2);
+    CHECK(d->col == 3);
+    CHECK(d->message == "NUL byte in commands file");
+
+    using pto::cmdfile::max_line_bytes;
+    InputCheck long_line;
+    CHECK(!long_line.feed("ok\n" + std::string(max_line_bytes - 1, 'x')));
+    CHECK(!long_line.feed("x"));
+    const auto over = long_line.feed("xx\n");
+    REQUIRE(over);
+    CHECK(over->line == 2);
+    CHECK(over->col == max_line_bytes + 1);
+    CHECK(over->message.find("line is longer than 262144 bytes") != std::string::npos);
+    CHECK(over->message.find("131071") != std::string::npos);
+    CHECK(long_line.line_breaks() == 1);
+
+    // Long files of short lines are fine: only a line is bounded.
+    InputCheck many;
+    const std::string line(1000, 'y');
+    for (int i = 0; i < 1000; ++i) CHECK(!many.feed(line + "\n"));
+    CHECK(many.line_breaks() == 1000);
 }
 
 TEST_CASE("a NUL byte is the one error of the file") {

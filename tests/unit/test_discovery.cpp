@@ -261,4 +261,44 @@ TEST_CASE("the /dev root may end with a slash")
     CHECK(p.source == dev.root() + "/davinci*");
 }
 
+TEST_CASE("inside a job of a pool of UUIDs: the job's own UUIDs, handed back in their variable")
+{
+    const auto p = ok({{"PTO_PAR_DEVICES", "1,2"},
+                       {"PTO_PAR_DEVICE_NAMES", "GPU-bbb,GPU-ccc"},
+                       {"PTO_PAR_DEVICE_VARIABLE", "CUDA_VISIBLE_DEVICES"},
+                       {"CUDA_VISIBLE_DEVICES", "GPU-aaa,GPU-bbb,GPU-ccc"}});
+    CHECK(p.ids == std::vector<int>{0, 1});
+    CHECK(p.variable == "CUDA_VISIBLE_DEVICES");
+    CHECK(p.entries == std::vector<std::string>{"GPU-bbb", "GPU-ccc"});
+    CHECK(p.source == "$PTO_PAR_DEVICE_NAMES (GPU UUIDs of the outer run's $CUDA_VISIBLE_DEVICES, as positions 0-1)");
+    const std::vector<int> second{1};
+    CHECK(p.value_for("CUDA_VISIBLE_DEVICES", second) == "GPU-ccc");
+    CHECK(p.value_for("ASCEND_RT_VISIBLE_DEVICES", second) == "1");
+}
+
+TEST_CASE("empty device names (a numbered outer pool) leave $PTO_PAR_DEVICES alone")
+{
+    const auto p = ok({{"PTO_PAR_DEVICES", "3,5"}, {"PTO_PAR_DEVICE_NAMES", ""}, {"PTO_PAR_DEVICE_VARIABLE", ""}});
+    CHECK(p.ids == std::vector<int>{3, 5});
+    CHECK(p.entries.empty());
+    CHECK(p.source == "$PTO_PAR_DEVICES");
+    // Without $PTO_PAR_DEVICES the names are not looked at: it comes first.
+    const auto q = ok({{"PTO_PAR_DEVICE_NAMES", "GPU-x"}, {"PTO_PAR_DEVICE_VARIABLE", "CUDA_VISIBLE_DEVICES"},
+                       {"CUDA_VISIBLE_DEVICES", "0"}});
+    CHECK(q.source == "$CUDA_VISIBLE_DEVICES");
+}
+
+TEST_CASE("device names that disagree with $PTO_PAR_DEVICES are an error, never a guess")
+{
+    CHECK(err({{"PTO_PAR_DEVICES", "0"}, {"PTO_PAR_DEVICE_NAMES", "GPU-a,GPU-b"},
+               {"PTO_PAR_DEVICE_VARIABLE", "CUDA_VISIBLE_DEVICES"}})
+              .find("$PTO_PAR_DEVICES has 1 devices but $PTO_PAR_DEVICE_NAMES names 2") != std::string::npos);
+    CHECK(err({{"PTO_PAR_DEVICES", "0"}, {"PTO_PAR_DEVICE_NAMES", "GPU-a"}})
+              .find("$PTO_PAR_DEVICE_VARIABLE does not name") != std::string::npos);
+    CHECK(err({{"PTO_PAR_DEVICES", "0"}, {"PTO_PAR_DEVICE_NAMES", "GPU-a"}, {"PTO_PAR_DEVICE_VARIABLE", "1X"}})
+              .find("$PTO_PAR_DEVICE_VARIABLE does not name") != std::string::npos);
+    CHECK(err({{"PTO_PAR_DEVICES", "0"}, {"PTO_PAR_DEVICE_NAMES", "4"}, {"PTO_PAR_DEVICE_VARIABLE", "CUDA_VISIBLE_DEVICES"}})
+              .find("expected device names") != std::string::npos);
+}
+
 }  // TEST_SUITE

@@ -4,18 +4,25 @@
 
 namespace pto::cli {
 
-void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs, const std::string& header)
+void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
+                std::span<const std::optional<double>> expected, const std::string& header)
 {
-    out << "# " << header << "\n# seq\tlabel\tdevices\ttimeout\tline\tcommand\n";
-    for (const auto& s : specs) {
+    out << "# " << header << "\n# seq\tlabel\tdevices\ttimeout\texpected\tline\tcommand\n";
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+        const auto& s = specs[i];
         std::string timeout = "-";
+        char buf[32];
         if (s.timeout_s) {
-            char buf[32];
             std::snprintf(buf, sizeof buf, "%gs", *s.timeout_s);
             timeout = buf;
         }
-        out << s.seq << '\t' << s.label << '\t' << s.devices << '\t' << timeout << '\t' << s.line << '\t' << s.command
-            << '\n';
+        std::string expect = "-";
+        if (i < expected.size() && expected[i]) {
+            std::snprintf(buf, sizeof buf, "%.2fs", *expected[i]);
+            expect = buf;
+        }
+        out << s.seq << '\t' << s.label << '\t' << s.devices << '\t' << timeout << '\t' << expect << '\t' << s.line
+            << '\t' << s.command << '\n';
     }
 }
 

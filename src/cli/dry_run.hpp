@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -9,10 +10,12 @@
 namespace pto::cli {
 
 // --dry-run's plan: a '#' header saying where the pool came from, then one
-// tab-separated line per job: seq, label, devices, timeout, line, command
+// tab-separated line per job in run order: seq, label, devices, timeout,
+// expected duration (from history, '-' without), line, command
 // (placeholders left as written, since no devices are allocated).
 // Written to `out` as it is formatted: a 100,000-line plan never sits in
 // memory twice.
-void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs, const std::string& header);
+void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
+                std::span<const std::optional<double>> expected, const std::string& header);
 
 }  // namespace pto::cli

@@ -21,6 +21,7 @@
 #include "cli/read_input.hpp"
 #include "cmdfile/commands_file.hpp"
 #include "devices/discovery.hpp"
+#include "plan/plan.hpp"
 #include "report/fanout.hpp"
 #include "report/json_lines.hpp"
 #include "report/junit_report.hpp"
@@ -129,6 +130,53 @@ int stop_signal_now(cli::EarlySignals& signals, const std::string& doing)
     return signals.stop_signal();
 }
 
+// The jobs this run works through, in its order: the file's, narrowed to a
+// shard and to what failed last time, ordered by history.
+struct Planned {
+    std::vector<cmdfile::JobSpec> specs;
+    std::vector<std::optional<double>> expected;  // per job of `specs`, from history
+    std::string description;  // ", shard 2/4 (13 of 50 jobs)...", empty for the whole file as is
+};
+
+Expected<Planned> plan_run(const cli::Options& opt, const std::vector<cmdfile::JobSpec>& all)
+{
+    auto history = plan::read_history(opt.history);
+    if (!history)
+        return tl::unexpected(history.error());
+    std::vector<std::size_t> chosen(all.size());
+    for (std::size_t i = 0; i < all.size(); ++i)
+        chosen[i] = i;
+    Planned p;
+    if (opt.shard) {
+        chosen = plan::shard_jobs(all, *history, *opt.shard);
+        p.description += ", shard " + std::to_string(opt.shard->k) + "/" + std::to_string(opt.shard->n) + " (" +
+                         std::to_string(chosen.size()) + " of " + std::to_string(all.size()) + " jobs, " +
+                         (plan::expected_durations(all, *history) ==
+                                  std::vector<std::optional<double>>(all.size())
+                              ? "by position)"
+                              : "balanced by history)");
+    }
+    if (!opt.rerun_failed.empty()) {
+        const std::vector<std::string> last{opt.rerun_failed};
+        auto last_run = plan::read_history(last);
+        if (!last_run)
+            return tl::unexpected(last_run.error());
+        const std::size_t before = chosen.size();
+        chosen = plan::failed_jobs(all, chosen, *last_run);
+        p.description += ", re-running " + std::to_string(chosen.size()) + " of " + std::to_string(before) +
+                         " jobs that did not pass in " + opt.rerun_failed;
+    }
+    chosen = plan::order_jobs(all, std::move(chosen), *history, opt.order);
+    if (opt.order == plan::Order::longest)
+        p.description += ", longest first";
+    const auto expected = plan::expected_durations(all, *history);
+    for (std::size_t i : chosen) {
+        p.specs.push_back(all[i]);
+        p.expected.push_back(expected[i]);
+    }
+    return p;
+}
+
 int run(int argc, char** argv, cli::EarlySignals& signals)
 {
     auto parsed = cli::parse_options(argc, argv);
@@ -172,18 +220,22 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
             std::cerr << cmdfile::format_diagnostic(display_name, d) << "\n";
         return exit_usage;
     }
-    const auto& specs = parsed_file.jobs;
+    auto planned = plan_run(opt, parsed_file.jobs);
+    if (!planned)
+        return error(planned.error().message);
+    const auto& specs = planned->specs;
     if (report_oversized(display_name, specs, *pool, opt.devices == "auto"))
         return exit_usage;
     const std::size_t max_parallel = opt.jobs.value_or(auto_parallel(opt.platform, pool->ids.size()));
     const std::string plan_header = "pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) +
                                     " from " + pool->source + ", platform " + opt.platform + ", -j " +
-                                    std::to_string(max_parallel) + ", " + std::to_string(specs.size()) + " jobs";
+                                    std::to_string(max_parallel) + ", " + std::to_string(specs.size()) + " jobs" +
+                                    planned->description;
     const auto containment = describe_containment(opt.contain);
     if (!containment)
         return usage_error(containment.error().message);
     if (opt.dry_run) {
-        cli::print_plan(std::cout, specs, plan_header + "\n# jobs contained by " + *containment);
+        cli::print_plan(std::cout, specs, planned->expected, plan_header + "\n# jobs contained by " + *containment);
         std::cout.flush();
         return std::cout ? 0 : 1;
     }
@@ -233,6 +285,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     }
     ro.observer = &fanout;
 
+    if (!planned->description.empty() && opt.verbosity == 0)
+        status.note(std::to_string(specs.size()) + " jobs" + planned->description);
     if (opt.verbosity > 0) {
         status.note(plan_header);
         status.note("jobs contained by " + *containment);

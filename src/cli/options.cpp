@@ -24,6 +24,10 @@ enum LongOnly {
     opt_log_dir,
     opt_shell,
     opt_contain,
+    opt_history,
+    opt_order,
+    opt_shard,
+    opt_rerun_failed,
 };
 
 const option long_options[] = {
@@ -46,6 +50,10 @@ const option long_options[] = {
     {"verbose", no_argument, nullptr, 'v'},
     {"shell", required_argument, nullptr, opt_shell},
     {"contain", required_argument, nullptr, opt_contain},
+    {"history", required_argument, nullptr, opt_history},
+    {"order", required_argument, nullptr, opt_order},
+    {"shard", required_argument, nullptr, opt_shard},
+    {"rerun-failed", required_argument, nullptr, opt_rerun_failed},
     {"help", no_argument, nullptr, 'h'},
     {"version", no_argument, nullptr, 'V'},
     {nullptr, 0, nullptr, 0},
@@ -178,6 +186,31 @@ Expected<Options> parse_options(int argc, char** argv)
             else
                 return fail("invalid value '" + std::string(arg) + "' for --contain: expected auto, cgroup or pgroup");
             break;
+        case opt_history:
+            if (*arg == '\0')
+                return fail("--history needs a file");
+            o.history.emplace_back(arg);
+            break;
+        case opt_order:
+            if (std::string_view(arg) == "file")
+                o.order = plan::Order::file;
+            else if (std::string_view(arg) == "longest")
+                o.order = plan::Order::longest;
+            else
+                return fail("invalid value '" + std::string(arg) + "' for --order: expected file or longest");
+            break;
+        case opt_shard: {
+            auto shard = plan::parse_shard(arg);
+            if (!shard)
+                return tl::unexpected(shard.error());
+            o.shard = *shard;
+            break;
+        }
+        case opt_rerun_failed:
+            if (*arg == '\0')
+                return fail("--rerun-failed needs a file");
+            o.rerun_failed = arg;
+            break;
         case ':':
             return fail(std::string("option '") + name + "' needs a value");
         default:
@@ -226,6 +259,16 @@ Failures and limits:
       --contain HOW      keep each job together so all of it can be stopped:
                          cgroup (a cgroup v2 per job), pgroup (its process
                          group), auto (default: cgroup where possible)
+
+Large suites:
+      --history FILE     an earlier run's --json report, for each job's last
+                         duration and status (repeatable; a missing FILE is fine)
+      --order HOW        file (default: the order of FILE) or longest (jobs
+                         without history first, then the longest first)
+      --shard K/N        run only shard K of N: the split depends only on FILE
+                         and the history, so N machines run disjoint parts
+      --rerun-failed FILE  run only the jobs that did not pass in that --json
+                         report, and those it does not know
 
 Output and reports:
       --output MODE      group (default: each job's output whole when it

@@ -8,6 +8,7 @@
 #include <pto/error.hpp>
 #include <pto/scheduler.hpp>
 
+#include "plan/plan.hpp"
 #include "report/output_writer.hpp"
 
 namespace pto::cli {
@@ -32,6 +33,10 @@ struct Options {
     int verbosity = 0;                    // -1 quiet, 0 normal, 1 verbose
     std::string shell = "/bin/sh";
     Containment contain = Containment::automatic;  // --contain
+    std::vector<std::string> history;     // --history FILE, in order
+    plan::Order order = plan::Order::file;
+    std::optional<plan::Shard> shard;     // --shard K/N
+    std::string rerun_failed;             // --rerun-failed FILE
     std::string file = "-";               // "-" is standard input
     bool help = false;
     bool version = false;

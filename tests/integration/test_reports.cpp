@@ -123,7 +123,7 @@ TEST_CASE("--dry-run prints the plan with placeholders as written and runs nothi
                         dir.write("p.cmds", "@2,label=pair,timeout=600 touch " + marker + " {devices}\n")});
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("# pool 0-3 from -d 0-3, platform hw, -j 4, 1 jobs") != std::string::npos);
-    CHECK(r.out.find("1\tpair\t2\t600s\t1\ttouch " + marker + " {devices}\n") != std::string::npos);
+    CHECK(r.out.find("1\tpair\t2\t600s\t-\t1\ttouch " + marker + " {devices}\n") != std::string::npos);
     CHECK_FALSE(std::filesystem::exists(marker));
     const auto bad = run({pto_par(), "-n", "-d", "0", dir.write("q.cmds", "@2 true\n")});
     CHECK(bad.exit_code == 2);

@@ -1,0 +1,178 @@
+#include "plan/plan.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <numeric>
+
+#include "common/unique_fd.hpp"
+#include "plan/json_value.hpp"
+
+namespace pto::plan {
+namespace {
+
+// A history file is a report of one run: this bounds what a wrong path
+// (a disk image, /dev/zero) can make pto-par read.
+constexpr std::size_t max_report_bytes = 256u << 20;
+
+Expected<std::optional<std::string>> read_file(const std::string& path)
+{
+    UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) {
+        if (errno == ENOENT)
+            return std::optional<std::string>();
+        return tl::unexpected(sys_error("cannot open history file '" + path + "'", errno));
+    }
+    std::string text;
+    char buf[65536];
+    for (;;) {
+        const ssize_t n = read(fd.get(), buf, sizeof buf);
+        if (n == 0)
+            return std::optional<std::string>(std::move(text));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return tl::unexpected(sys_error("cannot read history file '" + path + "'", errno));
+        }
+        text.append(buf, static_cast<std::size_t>(n));
+        if (text.size() > max_report_bytes)
+            return fail("history file '" + path + "' is larger than " + std::to_string(max_report_bytes >> 20) +
+                        " MiB; is it a --json report?");
+    }
+}
+
+}  // namespace
+
+Expected<void> add_report(History& history, std::string_view text, const std::string& name)
+{
+    std::size_t line_no = 0;
+    while (!text.empty()) {
+        const auto nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string_view::npos)
+            continue;
+        const std::string where = name + ":" + std::to_string(line_no);
+        auto v = parse_json(line);
+        if (!v)
+            return fail(where + ": not a JSON object: " + v.error().message);
+        const JsonObject* obj = v->object();
+        if (obj == nullptr)
+            return fail(where + ": not a JSON object; history files are --json reports");
+        const auto label = obj->find("label");
+        const auto status = obj->find("status");
+        if (label == obj->end() || label->second.string() == nullptr || status == obj->end() ||
+            status->second.string() == nullptr)
+            return fail(where + ": no \"label\" and \"status\"; history files are --json reports");
+        Past& past = history[*label->second.string()];
+        past.status = *status->second.string();
+        // A job that never ran (cancelled) says nothing of how long it takes:
+        // what an earlier run measured stays.
+        if (const auto d = obj->find("duration_s"); d != obj->end() && d->second.number() != nullptr)
+            past.duration_s = std::max(0.0, *d->second.number());
+    }
+    return {};
+}
+
+Expected<History> read_history(std::span<const std::string> files)
+{
+    History history;
+    for (const auto& f : files) {
+        auto text = read_file(f);
+        if (!text)
+            return tl::unexpected(text.error());
+        if (!*text)
+            continue;
+        if (auto ok = add_report(history, **text, f); !ok)
+            return tl::unexpected(ok.error());
+    }
+    return history;
+}
+
+Expected<Shard> parse_shard(std::string_view text)
+{
+    const auto slash = text.find('/');
+    const auto bad = [&] { return fail("invalid value '" + std::string(text) + "' for --shard: expected K/N with 1 <= K <= N, e.g. 2/4"); };
+    if (slash == std::string_view::npos)
+        return bad();
+    Shard s;
+    const auto k = std::from_chars(text.data(), text.data() + slash, s.k);
+    const auto n = std::from_chars(text.data() + slash + 1, text.data() + text.size(), s.n);
+    if (k.ec != std::errc() || k.ptr != text.data() + slash || n.ec != std::errc() ||
+        n.ptr != text.data() + text.size() || s.k < 1 || s.n < 1 || s.k > s.n)
+        return bad();
+    return s;
+}
+
+std::vector<std::optional<double>> expected_durations(std::span<const cmdfile::JobSpec> specs, const History& history)
+{
+    std::vector<std::optional<double>> out(specs.size());
+    for (std::size_t i = 0; i < specs.size(); ++i)
+        if (const auto it = history.find(specs[i].label); it != history.end())
+            out[i] = it->second.duration_s;
+    return out;
+}
+
+std::vector<std::size_t> shard_jobs(std::span<const cmdfile::JobSpec> specs, const History& history, Shard shard)
+{
+    std::vector<std::size_t> mine;
+    const auto expected = expected_durations(specs, history);
+    std::vector<double> known;
+    for (const auto& e : expected)
+        if (e)
+            known.push_back(*e);
+    if (known.empty()) {
+        for (std::size_t i = shard.k - 1; i < specs.size(); i += shard.n)
+            mine.push_back(i);
+        return mine;
+    }
+    std::sort(known.begin(), known.end());
+    const double median = known[known.size() / 2];
+    std::vector<double> cost(specs.size());
+    for (std::size_t i = 0; i < specs.size(); ++i)
+        cost[i] = expected[i].value_or(median);
+    std::vector<std::size_t> by_cost(specs.size());
+    std::iota(by_cost.begin(), by_cost.end(), 0);
+    std::stable_sort(by_cost.begin(), by_cost.end(), [&cost](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
+    std::vector<double> load(shard.n, 0.0);
+    for (std::size_t i : by_cost) {
+        const auto least = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+        load[least] += cost[i];
+        if (least == shard.k - 1)
+            mine.push_back(i);
+    }
+    std::sort(mine.begin(), mine.end());
+    return mine;
+}
+
+std::vector<std::size_t> failed_jobs(std::span<const cmdfile::JobSpec> specs, std::span<const std::size_t> chosen,
+                                     const History& last_run)
+{
+    std::vector<std::size_t> out;
+    for (std::size_t i : chosen) {
+        const auto it = last_run.find(specs[i].label);
+        if (it == last_run.end() || (it->second.status != "passed" && it->second.status != "flaky"))
+            out.push_back(i);
+    }
+    return out;
+}
+
+std::vector<std::size_t> order_jobs(std::span<const cmdfile::JobSpec> specs, std::vector<std::size_t> chosen,
+                                    const History& history, Order order)
+{
+    if (order == Order::file)
+        return chosen;
+    const auto expected = expected_durations(specs, history);
+    std::stable_sort(chosen.begin(), chosen.end(), [&expected](std::size_t a, std::size_t b) {
+        if (!expected[a] || !expected[b])
+            return !expected[a] && expected[b];
+        return *expected[a] > *expected[b];
+    });
+    return chosen;
+}
+
+}  // namespace pto::plan

@@ -1,0 +1,67 @@
+// From the commands file and what earlier runs reported to the queue this run
+// works through: history, order, shard, re-run of what failed. Pure
+// functions of their inputs (the file readers aside), so that N CI machines
+// given the same inputs make the same split.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <pto/error.hpp>
+
+#include "cmdfile/commands_file.hpp"
+
+namespace pto::plan {
+
+struct Past {
+    std::optional<double> duration_s;  // of its last run that ran at all
+    std::string status;                // passed, failed, timeout, killed, cancelled, flaky
+};
+
+// Label -> its last report. Later lines win within a file, later files win
+// across files.
+using History = std::map<std::string, Past, std::less<>>;
+
+// Adds the --json report `text` (JSON Lines) to `history`; `name` is for
+// errors ("r.json:3: not a JSON object: ...").
+Expected<void> add_report(History& history, std::string_view text, const std::string& name);
+
+// Reads each FILE in turn; a FILE that does not exist is no error (the first
+// run of a CI cache), one that cannot be read or parsed is.
+Expected<History> read_history(std::span<const std::string> files);
+
+enum class Order { file, longest };
+
+struct Shard {
+    std::size_t k = 1;  // 1-based
+    std::size_t n = 1;
+};
+
+// "K/N" with 1 <= K <= N.
+Expected<Shard> parse_shard(std::string_view text);
+
+// The expected duration of each job from history; nullopt when it has none.
+std::vector<std::optional<double>> expected_durations(std::span<const cmdfile::JobSpec> specs,
+                                                      const History& history);
+
+// The positions (into specs) of the jobs in shard K of N. Without any history
+// job i goes to shard (i mod N) + 1; with history, longest expected first
+// into the least-loaded shard (ties by file order, then the lowest shard),
+// jobs without history counted at the median of those with it.
+std::vector<std::size_t> shard_jobs(std::span<const cmdfile::JobSpec> specs, const History& history, Shard shard);
+
+// Of `chosen`, those whose last status in `last_run` was neither passed nor
+// flaky, and those it does not know.
+std::vector<std::size_t> failed_jobs(std::span<const cmdfile::JobSpec> specs, std::span<const std::size_t> chosen,
+                                     const History& last_run);
+
+// `chosen` in run order: as given for Order::file; for longest, the jobs
+// without history first in file order, then longest expected first, ties
+// in file order.
+std::vector<std::size_t> order_jobs(std::span<const cmdfile::JobSpec> specs, std::vector<std::size_t> chosen,
+                                    const History& history, Order order);
+
+}  // namespace pto::plan

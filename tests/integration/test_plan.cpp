@@ -1,0 +1,120 @@
+// History, order, shards and re-runs, through the real pto-par.
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "process.hpp"
+
+using namespace pto::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Labels of the jobs in a --dry-run plan, in order.
+std::vector<std::string> planned_labels(const std::string& plan)
+{
+    std::vector<std::string> labels;
+    std::size_t at = 0;
+    while (at < plan.size()) {
+        const auto nl = plan.find('\n', at);
+        const std::string line = plan.substr(at, nl - at);
+        at = nl == std::string::npos ? plan.size() : nl + 1;
+        if (line.empty() || line[0] == '#')
+            continue;
+        const auto t1 = line.find('\t');
+        labels.push_back(line.substr(t1 + 1, line.find('\t', t1 + 1) - t1 - 1));
+    }
+    return labels;
+}
+
+std::vector<std::string> started_labels(const std::string& err)
+{
+    std::vector<std::string> labels;
+    for (const auto& line : lines_with(err, "] START ")) {
+        const auto from = line.find("START ") + 6;
+        labels.push_back(line.substr(from, line.find(' ', from) - from));
+    }
+    return labels;
+}
+
+}  // namespace
+
+TEST_SUITE("plan") {
+
+TEST_CASE("a second run with --history and --order longest starts the longest job first")
+{
+    TempDir dir;
+    const auto file = dir.write("s.cmds", "@0,label=short sleep 0.05\n@0,label=long sleep 0.5\n@0,label=mid sleep 0.25\n");
+    const auto first = dir.file("first.json");
+    REQUIRE(run({pto_par(), "-d", "none", "-j", "3", "--json", first, file}).exit_code == 0);
+    const auto second = run({pto_par(), "-d", "none", "-j", "1", "--history", first, "--order", "longest", file});
+    CHECK(second.exit_code == 0);
+    CHECK(started_labels(second.err) == std::vector<std::string>{"long", "mid", "short"});
+    const auto plan = run({pto_par(), "-n", "-d", "none", "--history", first, "--order", "longest",
+                           "--history", dir.file("missing.json"), file});
+    CHECK(plan.exit_code == 0);
+    CHECK(planned_labels(plan.out) == std::vector<std::string>{"long", "mid", "short"});
+    CHECK(plan.out.find("\tlong\t0\t-\t0.5") != std::string::npos);
+    CHECK(plan.out.find("longest first") != std::string::npos);
+}
+
+TEST_CASE("shards 1..N are disjoint and cover the file, with and without history, every time")
+{
+    TempDir dir;
+    std::string cmds;
+    for (int i = 0; i < 9; ++i)
+        cmds += "@0,label=t" + std::to_string(i) + " true\n";
+    const auto file = dir.write("all.cmds", cmds);
+    const auto hist = dir.write("h.json", "{\"label\":\"t3\",\"status\":\"passed\",\"duration_s\":9}\n"
+                                          "{\"label\":\"t5\",\"status\":\"failed\",\"duration_s\":4}\n");
+    for (const bool with_history : {false, true})
+        for (int n = 1; n <= 4; ++n) {
+            std::set<std::string> seen;
+            for (int k = 1; k <= n; ++k) {
+                std::vector<std::string> args{pto_par(), "-n", "-d", "none", "--shard",
+                                              std::to_string(k) + "/" + std::to_string(n), file};
+                if (with_history)
+                    args.insert(args.begin() + 1, {"--history", hist});
+                const auto a = run(args);
+                const auto b = run(args);
+                REQUIRE(a.exit_code == 0);
+                CHECK(planned_labels(a.out) == planned_labels(b.out));
+                for (const auto& l : planned_labels(a.out))
+                    CHECK(seen.insert(l).second);
+            }
+            CHECK(seen.size() == 9);
+        }
+    const auto json = dir.file("r.json");
+    const auto r = run({pto_par(), "-d", "none", "--shard", "2/3", "--json", json, file});
+    CHECK(r.exit_code == 0);
+    CHECK(lines_with(dir.read("r.json"), "\"label\"").size() == 3);
+    CHECK(r.err.find("shard 2/3 (3 of 9 jobs, by position)") != std::string::npos);
+    CHECK(run({pto_par(), "-n", "--shard", "4/3", file}).exit_code == 2);
+}
+
+TEST_CASE("--rerun-failed runs exactly what did not pass, and what the report does not know")
+{
+    TempDir dir;
+    const auto json = dir.file("r.json");
+    const auto r1 = run({pto_par(), "-d", "none", "--json", json,
+                         dir.write("a.cmds", "@0,label=ok true\n@0,label=bad false\n@0,label=ok2 true\n"
+                                             "@0,label=bad2 exit 3\n")});
+    CHECK(r1.exit_code == 1);
+    const auto r2 = run({pto_par(), "-d", "none", "--rerun-failed", json,
+                         dir.write("b.cmds", "@0,label=ok true\n@0,label=bad true\n@0,label=ok2 true\n"
+                                             "@0,label=bad2 true\n@0,label=new true\n")});
+    CHECK(r2.exit_code == 0);
+    CHECK(started_labels(r2.err) == std::vector<std::string>{"bad", "bad2", "new"});
+    CHECK(r2.err.find("re-running 3 of 5 jobs that did not pass in " + json) != std::string::npos);
+}
+
+TEST_CASE("a history file that is not a report is an error naming its line")
+{
+    TempDir dir;
+    const auto file = dir.write("c.cmds", "@0 true\n");
+    const auto r = run({pto_par(), "-d", "none", "--history", file, file});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(file + ":1: not a JSON object") != std::string::npos);
+}
+
+}

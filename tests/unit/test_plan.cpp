@@ -1,0 +1,154 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "plan/json_value.hpp"
+#include "plan/plan.hpp"
+#include "scratch_dir.hpp"
+
+using namespace pto::plan;
+using pto::cmdfile::JobSpec;
+
+namespace {
+
+std::vector<JobSpec> specs_named(std::initializer_list<const char*> labels)
+{
+    std::vector<JobSpec> specs;
+    for (const char* l : labels) {
+        JobSpec s;
+        s.seq = specs.size() + 1;
+        s.line = s.seq;
+        s.label = l;
+        s.command = "true";
+        specs.push_back(s);
+    }
+    return specs;
+}
+
+History history_of(std::initializer_list<std::pair<const char*, double>> durations)
+{
+    History h;
+    for (const auto& [label, d] : durations)
+        h[label] = Past{d, "passed"};
+    return h;
+}
+
+}  // namespace
+
+TEST_SUITE("plan") {
+
+TEST_CASE("JSON values: what pto-par writes reads back, and broken text is an error with its place")
+{
+    auto v = parse_json(R"( {"label":"a\u00e9\n","n":-1.5e2,"xs":[1,null,true],"o":{}} )");
+    REQUIRE(v);
+    const auto* o = v->object();
+    REQUIRE(o != nullptr);
+    CHECK(*o->at("label").string() == "a\xc3\xa9\n");
+    CHECK(*o->at("n").number() == -150);
+    CHECK(o->at("xs").array()->size() == 3);
+    for (const char* bad : {"{", "{\"a\":}", "[1,]", "\"x", "{\"a\":1} 2", "01x", "\"\\q\""}) {
+        CAPTURE(bad);
+        auto e = parse_json(bad);
+        REQUIRE_FALSE(e);
+        CHECK(e.error().message.find("at byte") != std::string::npos);
+    }
+    CHECK_FALSE(parse_json(std::string(100, '[') + std::string(100, ']')));
+}
+
+TEST_CASE("history: the last report of each label wins; a cancelled run keeps the last duration measured")
+{
+    History h;
+    REQUIRE(add_report(h,
+                       "{\"label\":\"a\",\"status\":\"passed\",\"duration_s\":3.5}\n"
+                       "{\"label\":\"b\",\"status\":\"failed\",\"duration_s\":1}\n",
+                       "one.json"));
+    REQUIRE(add_report(h,
+                       "{\"label\":\"a\",\"status\":\"cancelled\",\"duration_s\":null}\n\n"
+                       "{\"label\":\"b\",\"status\":\"passed\",\"duration_s\":2}\n",
+                       "two.json"));
+    CHECK(h.at("a").status == "cancelled");
+    CHECK(h.at("a").duration_s == 3.5);
+    CHECK(h.at("b").status == "passed");
+    CHECK(h.at("b").duration_s == 2);
+    auto bad = add_report(h, "{\"label\":\"a\",\"status\":\"passed\"}\nnot json\n", "r.json");
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().message.find("r.json:2: not a JSON object") == 0);
+    auto no_label = add_report(h, "{\"x\":1}\n", "r.json");
+    REQUIRE_FALSE(no_label);
+    CHECK(no_label.error().message.find("r.json:1: no \"label\" and \"status\"") == 0);
+}
+
+TEST_CASE("history files: a missing one is fine, a directory is not")
+{
+    pto::test::ScratchDir dir("plan");
+    const std::vector<std::string> missing{(dir.path() / "none.json").string()};
+    auto h = read_history(missing);
+    REQUIRE(h);
+    CHECK(h->empty());
+    const std::vector<std::string> a_dir{dir.path().string()};
+    CHECK_FALSE(read_history(a_dir));
+}
+
+TEST_CASE("--shard K/N is checked")
+{
+    auto s = parse_shard("2/4");
+    REQUIRE(s);
+    CHECK(s->k == 2);
+    CHECK(s->n == 4);
+    for (const char* bad : {"0/4", "5/4", "2", "2/", "/4", "a/b", "2/4x", "-1/4"}) {
+        CAPTURE(bad);
+        CHECK_FALSE(parse_shard(bad));
+    }
+}
+
+TEST_CASE("shards are disjoint, cover the file and do not change from one call to the next")
+{
+    const auto specs = specs_named({"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"});
+    const History none;
+    const History some = history_of({{"a", 10}, {"b", 1}, {"c", 7}, {"e", 7}, {"k", 3}, {"j", 0.5}});
+    for (const History* h : {&none, &some})
+        for (std::size_t n = 1; n <= 5; ++n) {
+            std::set<std::size_t> seen;
+            for (std::size_t k = 1; k <= n; ++k) {
+                const auto mine = shard_jobs(specs, *h, {k, n});
+                CHECK(mine == shard_jobs(specs, *h, {k, n}));
+                for (std::size_t i : mine)
+                    CHECK(seen.insert(i).second);
+            }
+            CHECK(seen.size() == specs.size());
+        }
+    CHECK(shard_jobs(specs, none, {2, 3}) == std::vector<std::size_t>{1, 4, 7, 10});
+}
+
+TEST_CASE("with history the shards are balanced by expected duration, longest first")
+{
+    const auto specs = specs_named({"a", "b", "c", "d"});
+    const History h = history_of({{"a", 1}, {"b", 1}, {"c", 1}, {"d", 3}});
+    // Greedy: d (3) to shard 1, then a, b, c (1 each) to shard 2.
+    CHECK(shard_jobs(specs, h, {1, 2}) == std::vector<std::size_t>{3});
+    CHECK(shard_jobs(specs, h, {2, 2}) == std::vector<std::size_t>{0, 1, 2});
+}
+
+TEST_CASE("--order longest: jobs without history first in file order, then longest first, ties in file order")
+{
+    const auto specs = specs_named({"a", "b", "c", "d", "e"});
+    const History h = history_of({{"a", 2}, {"c", 5}, {"d", 2}});
+    const std::vector<std::size_t> all{0, 1, 2, 3, 4};
+    CHECK(order_jobs(specs, all, h, Order::longest) == std::vector<std::size_t>{1, 4, 2, 0, 3});
+    CHECK(order_jobs(specs, all, h, Order::file) == all);
+}
+
+TEST_CASE("--rerun-failed keeps what did not pass and what the report does not know")
+{
+    const auto specs = specs_named({"a", "b", "c", "d", "e"});
+    History last;
+    last["a"] = Past{1.0, "passed"};
+    last["b"] = Past{1.0, "failed"};
+    last["c"] = Past{1.0, "flaky"};
+    last["d"] = Past{std::nullopt, "cancelled"};
+    const std::vector<std::size_t> all{0, 1, 2, 3, 4};
+    CHECK(failed_jobs(specs, all, last) == std::vector<std::size_t>{1, 3, 4});
+}
+
+}

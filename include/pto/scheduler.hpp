@@ -44,11 +44,20 @@ struct LaunchSpec {
     std::vector<std::string> env;   // "NAME=VALUE" added to the inherited environment, replacing same names
 };
 
+// What a job holds once it starts.
+struct Allocation {
+    std::span<const int> devices;  // ascending
+    std::span<const int> ports;    // consecutive TCP ports, empty unless Job::port_count
+    // A build function written for the devices alone takes an Allocation too.
+    operator std::span<const int>() const { return devices; }
+};
+
 struct Job {
     std::string label;
     std::size_t device_count = 1;
-    // Receives the allocated ids (ascending); an error fails this job alone.
-    std::function<Expected<LaunchSpec>(std::span<const int> devices)> build;
+    // Receives what the job holds; an error fails this job alone.
+    std::function<Expected<LaunchSpec>(const Allocation&)> build;
+    std::size_t port_count = 0;  // consecutive free TCP ports it needs from RunOptions' range
     std::optional<double> timeout_s;  // its own time limit; RunOptions::job_timeout_s if unset
     // Where the job came from, handed to observers with every event so that
     // a report needs no side table (0 and empty when not from a file).
@@ -67,6 +76,7 @@ struct JobResult {
     std::optional<int> exit_code;   // when the main process exited
     int signal = 0;                 // the signal that ended it, 0 if none
     std::vector<int> devices;
+    std::vector<int> ports;         // its TCP ports, if it asked for some
     pid_t pid = -1;                 // -1 if never started
     double start = 0;               // Unix seconds
     double end = 0;                 // when its devices were released
@@ -152,6 +162,10 @@ struct RunOptions {
     RunObserver* observer = nullptr;
     std::vector<PollClient*> poll_clients;
     Containment containment = Containment::automatic;
+    // The TCP ports jobs draw from (Job::port_count): a second pool, with the
+    // same FIFO and the same rule that no two running jobs share one.
+    int port_low = 29500;
+    int port_high = 30499;
 };
 
 struct RunSummary {

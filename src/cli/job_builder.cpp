@@ -16,10 +16,13 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
         job.seq = spec.seq;
         job.line = spec.line;
         job.command = spec.command;
-        job.build = [&spec, &world](std::span<const int> ids) -> Expected<LaunchSpec> {
+        job.port_count = static_cast<std::size_t>(spec.ports);
+        job.build = [&spec, &world](const Allocation& held) -> Expected<LaunchSpec> {
+            const std::span<const int> ids = held.devices;
             const std::string list = format_device_list(ids);
-            const cmdfile::Placeholders values{format_device_range(ids), list, std::to_string(ids.size()),
-                                               spec.label, std::to_string(spec.seq)};
+            const std::string first_port = held.ports.empty() ? "" : std::to_string(held.ports.front());
+            const cmdfile::Placeholders values{format_device_range(ids), list,       std::to_string(ids.size()),
+                                               spec.label,                std::to_string(spec.seq), first_port};
             std::string command = cmdfile::expand_placeholders(spec.command, values);
             if (command.size() >= cmdfile::max_command_bytes)
                 return fail("the command is " + std::to_string(command.size()) +
@@ -41,6 +44,12 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
             };
             for (const auto& name : world.device_env)
                 launch.env.push_back(name + "=" + pool.value_for(name, ids));
+            if (!held.ports.empty()) {
+                launch.env.push_back("PTO_PAR_PORT=" + first_port);
+                launch.env.push_back("PTO_PAR_PORTS=" + first_port + "-" + std::to_string(held.ports.back()));
+                // torch.distributed's rendezvous reads it: the job's own port, never another job's.
+                launch.env.push_back("MASTER_PORT=" + first_port);
+            }
             return launch;
         };
         jobs.push_back(std::move(job));

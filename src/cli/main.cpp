@@ -226,6 +226,20 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     const auto& specs = planned->specs;
     if (report_oversized(display_name, specs, *pool, opt.devices == "auto"))
         return exit_usage;
+    bool too_many_ports = false;
+    const int range = opt.port_high - opt.port_low + 1;
+    for (const auto& s : specs)
+        if (s.ports > range) {
+            too_many_ports = true;
+            std::cerr << cmdfile::format_diagnostic(display_name,
+                                                    {s.line, 1,
+                                                     "job '" + s.label + "' needs " + std::to_string(s.ports) +
+                                                         " ports but --ports " + std::to_string(opt.port_low) + "-" +
+                                                         std::to_string(opt.port_high) + " has " + std::to_string(range)})
+                      << "\n";
+        }
+    if (too_many_ports)
+        return exit_usage;
     const std::size_t max_parallel = opt.jobs.value_or(auto_parallel(opt.platform, pool->ids.size()));
     const std::string plan_header = "pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) +
                                     " from " + pool->source + ", platform " + opt.platform + ", -j " +
@@ -260,6 +274,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     ro.job_timeout_s = opt.job_timeout_s;
     ro.dump_grace_s = opt.dump_grace_s;
     ro.containment = opt.contain;
+    ro.port_low = opt.port_low;
+    ro.port_high = opt.port_high;
 
     report::StatusLines status(STDERR_FILENO, opt.verbosity, specs);
     report::OutputWriter output(STDOUT_FILENO, opt.output);

@@ -2,8 +2,10 @@
 
 #include <getopt.h>
 
+
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 
@@ -28,6 +30,7 @@ enum LongOnly {
     opt_order,
     opt_shard,
     opt_rerun_failed,
+    opt_ports,
 };
 
 const option long_options[] = {
@@ -54,6 +57,7 @@ const option long_options[] = {
     {"order", required_argument, nullptr, opt_order},
     {"shard", required_argument, nullptr, opt_shard},
     {"rerun-failed", required_argument, nullptr, opt_rerun_failed},
+    {"ports", required_argument, nullptr, opt_ports},
     {"help", no_argument, nullptr, 'h'},
     {"version", no_argument, nullptr, 'V'},
     {nullptr, 0, nullptr, 0},
@@ -206,6 +210,23 @@ Expected<Options> parse_options(int argc, char** argv)
             o.shard = *shard;
             break;
         }
+        case opt_ports: {
+            const std::string_view text(arg);
+            const auto dash = text.find('-');
+            int lo = 0;
+            int hi = 0;
+            const auto a = std::from_chars(text.data(), text.data() + (dash == std::string_view::npos ? 0 : dash), lo);
+            const auto b = dash == std::string_view::npos
+                               ? a
+                               : std::from_chars(text.data() + dash + 1, text.data() + text.size(), hi);
+            if (dash == std::string_view::npos || a.ec != std::errc() || a.ptr != text.data() + dash ||
+                b.ec != std::errc() || b.ptr != text.data() + text.size() || lo < 1 || hi > 65535 || lo > hi)
+                return fail("invalid value '" + std::string(text) +
+                            "' for --ports: expected LO-HI with 1 <= LO <= HI <= 65535, e.g. 29500-30499");
+            o.port_low = lo;
+            o.port_high = hi;
+            break;
+        }
         case opt_rerun_failed:
             if (*arg == '\0')
                 return fail("--rerun-failed needs a file");
@@ -269,6 +290,8 @@ Large suites:
                          and the history, so N machines run disjoint parts
       --rerun-failed FILE  run only the jobs that did not pass in that --json
                          report, and those it does not know
+      --ports LO-HI      the TCP ports a line's ports=N draws from (default
+                         29500-30499)
 
 Output and reports:
       --output MODE      group (default: each job's output whole when it

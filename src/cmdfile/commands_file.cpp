@@ -163,9 +163,16 @@ struct Directive {
     std::optional<long> devices;
     std::optional<std::string> label;
     std::optional<double> timeout_s;
+    std::optional<long> ports;
+    std::optional<long> retries;
 };
 
-constexpr std::string_view known_keys = "known keys are devices, label and timeout";
+constexpr std::string_view known_keys = "known keys are devices, label, timeout, ports and retries";
+
+// More than a range of ports or a CI's patience could ever use; past it a
+// value is a typo.
+constexpr long max_ports = 65535;
+constexpr long max_retries = 100;
 
 std::optional<long> parse_device_count(std::string_view s) {
     if (s.empty() || !std::all_of(s.begin(), s.end(),
@@ -205,7 +212,7 @@ public:
     }
 
 private:
-    enum class Key { devices, label, timeout };
+    enum class Key { devices, label, timeout, ports, retries };
 
     void item(std::string_view text, std::size_t offset) {
         if (text.empty()) {
@@ -262,6 +269,8 @@ private:
         case Key::devices: return devices(value, offset);
         case Key::label: return label(value, offset);
         case Key::timeout: return timeout(value, offset);
+        case Key::ports: return count(result_.ports, "port count", max_ports, value, offset);
+        case Key::retries: return count(result_.retries, "retry count", max_retries, value, offset);
         }
     }
 
@@ -304,10 +313,24 @@ private:
             error(offset, "invalid timeout " + quote(value) + ": " + seconds.error().message);
     }
 
+    void count(std::optional<long>& into, const char* what, long max, std::string_view value,
+               std::size_t offset) {
+        long v = 0;
+        const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+        if (value.empty() || ec != std::errc{} || ptr != value.data() + value.size() || v < 0 || v > max ||
+            value.front() == '+' || value.front() == '-')
+            error(offset, std::string("invalid ") + what + " " + quote(value) + "; expected an integer from 0 to " +
+                              std::to_string(max));
+        else
+            into = v;
+    }
+
     static std::optional<Key> lookup(std::string_view key) {
         if (key == "devices") return Key::devices;
         if (key == "label") return Key::label;
         if (key == "timeout") return Key::timeout;
+        if (key == "ports") return Key::ports;
+        if (key == "retries") return Key::retries;
         return std::nullopt;
     }
 
@@ -321,7 +344,7 @@ private:
     LabelLines& labels_;
     std::string_view word_;
     Directive result_;
-    std::array<bool, 3> seen_{};
+    std::array<bool, 5> seen_{};
 };
 
 // ---- default labels -------------------------------------------------------
@@ -491,6 +514,8 @@ private:
         if (d.label) j.label = std::move(*d.label);
         j.devices = static_cast<int>(d.devices.value_or(1));
         j.timeout_s = d.timeout_s;
+        j.ports = static_cast<int>(d.ports.value_or(0));
+        if (d.retries) j.retries = static_cast<int>(*d.retries);
         j.command = std::string(command);
         jobs_.push_back(std::move(j));
     }

@@ -17,6 +17,8 @@ struct JobSpec {
     bool label_given = false;   // true when the file said label=...
     int devices = 1;            // devices the job needs
     std::optional<double> timeout_s;  // timeout=..., seconds
+    int ports = 0;                    // ports=N: consecutive TCP ports it needs
+    std::optional<int> retries;       // retries=N: runs again after a failure, up to N times
     std::string command;        // what follows the directive, placeholders unexpanded
 };
 
@@ -69,9 +71,10 @@ struct Placeholders {
     std::string ndevices;     // {ndevices}
     std::string label;        // {label}
     std::string seq;          // {seq}
+    std::string port;         // {port}: the first of its ports, empty without
 };
 
-// Replaces the five placeholders; any other brace text is left alone.
+// Replaces the six placeholders; any other brace text is left alone.
 std::string expand_placeholders(std::string_view command, const Placeholders& values);
 
 }  // namespace pto::cmdfile

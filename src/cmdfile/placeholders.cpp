@@ -10,12 +10,13 @@ namespace {
 
 using Field = std::string Placeholders::*;
 
-constexpr std::array<std::pair<std::string_view, Field>, 5> names{{
+constexpr std::array<std::pair<std::string_view, Field>, 6> names{{
     {"{devices}", &Placeholders::devices},
     {"{device_list}", &Placeholders::device_list},
     {"{ndevices}", &Placeholders::ndevices},
     {"{label}", &Placeholders::label},
     {"{seq}", &Placeholders::seq},
+    {"{port}", &Placeholders::port},
 }};
 
 // The value for the placeholder that starts `rest`, or null when the brace

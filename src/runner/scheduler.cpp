@@ -21,8 +21,10 @@
 #include <pto/devices.hpp>
 
 #include "devices/device_pool.hpp"
+#include "devices/port_pool.hpp"
 #include "runner/cgroup.hpp"
 #include "runner/launcher.hpp"
+#include "runner/port_probe.hpp"
 #include "runner/process_group.hpp"
 #include "runner/process_set.hpp"
 #include "runner/signal_channel.hpp"
@@ -84,7 +86,7 @@ public:
     Run(std::vector<Job>& jobs, const RunOptions& opt, runner::SignalChannel& signals,
         const runner::LaunchContext& ctx, const runner::RunCgroup* cgroup)
         : jobs_(jobs), opt_(opt), ctx_(ctx), cgroup_(cgroup), set_(signals, opt.poll_clients), signals_(signals),
-          pool_(opt.pool), began_(Clock::now())
+          pool_(opt.pool), ports_(opt.port_low, opt.port_high), began_(Clock::now())
     {
         if (opt.timeout_s)
             run_deadline_ = began_ + to_duration(*opt.timeout_s);
@@ -97,6 +99,7 @@ public:
         }
         cancelled_.resize(jobs.size(), false);
         held_.resize(jobs.size());
+        held_ports_.resize(jobs.size());
         scratch_.resize(read_chunk);
     }
 
@@ -111,8 +114,8 @@ public:
 
 private:
     void start_ready();
-    bool start(std::size_t index, std::vector<int> devices);
-    void fail_to_start(std::size_t index, std::vector<int> devices, const Error& why);
+    bool start(std::size_t index, std::vector<int> devices, std::vector<int> ports);
+    void fail_to_start(std::size_t index, std::vector<int> devices, std::vector<int> ports, const Error& why);
     void notice(const std::string& text);
     void on_signal(int sig);
     void on_leader_exit(JobProcess& j);
@@ -140,9 +143,11 @@ private:
     runner::ProcessSet set_;
     runner::SignalChannel& signals_;
     DevicePool pool_;
+    PortPool ports_;
     std::vector<JobResult> results_;
     std::vector<bool> cancelled_;  // taken out of the queue before its turn
     std::vector<std::vector<int>> held_;  // per job: its devices while it runs
+    std::vector<std::vector<int>> held_ports_;
     std::vector<std::unique_ptr<JobProcess>> abandoned_;  // could not be stopped
     std::vector<int> withheld_;
     std::size_t next_ = 0;  // head of the FIFO queue
@@ -180,16 +185,31 @@ void Run::start_ready()
         auto devices = pool_.acquire(jobs_[next_].device_count);
         if (!devices)
             return;  // head-of-line: nothing behind it may pass
-        if (!start(next_, std::move(*devices)))
+        auto ports = ports_.acquire(jobs_[next_].port_count, runner::tcp_port_free);
+        if (!ports) {
+            pool_.release(*devices);
+            if (!set_.empty())
+                return;  // a running job's ports come back when it ends
+            // Nothing of ours holds them: waiting could be for ever.
+            fail_to_start(next_, std::move(*devices), {},
+                          Error{"no " + std::to_string(jobs_[next_].port_count) + " consecutive free TCP ports in " +
+                                std::to_string(opt_.port_low) + "-" + std::to_string(opt_.port_high) +
+                                " (something else on this machine holds them)", 0});
+            ++next_;
+            continue;
+        }
+        if (!start(next_, std::move(*devices), std::move(*ports)))
             return;  // stays at the head
         ++next_;
     }
 }
 
-void Run::fail_to_start(std::size_t index, std::vector<int> devices, const Error& why)
+void Run::fail_to_start(std::size_t index, std::vector<int> devices, std::vector<int> ports, const Error& why)
 {
     JobResult& res = results_[index];
     res.devices = devices;
+    res.ports = ports;
+    ports_.release(ports);
     res.start = unix_now();
     res.end = res.start;
     res.duration_s = 0;
@@ -206,14 +226,14 @@ void Run::fail_to_start(std::size_t index, std::vector<int> devices, const Error
 // False when the job could not start for lack of a resource (descriptors,
 // processes, memory) while others run: it stays at the head of the queue
 // until one of them ends and gives back what it held.
-bool Run::start(std::size_t index, std::vector<int> devices)
+bool Run::start(std::size_t index, std::vector<int> devices, std::vector<int> ports)
 {
     const Job& job = jobs_[index];
     const auto started = Clock::now();
 
-    auto spec = job.build ? job.build(devices) : fail("job has no build function");
+    auto spec = job.build ? job.build(Allocation{devices, ports}) : fail("job has no build function");
     if (!spec) {
-        fail_to_start(index, std::move(devices), spec.error());
+        fail_to_start(index, std::move(devices), std::move(ports), spec.error());
         return true;
     }
     // Everything the job needs is taken before it starts: a shortage then
@@ -232,6 +252,7 @@ bool Run::start(std::size_t index, std::vector<int> devices)
     if (!child) {
         if (is_shortage(child.error().sys_errno) && !set_.empty()) {
             pool_.release(devices);
+            ports_.release(ports);
             throttled_ = true;
             if (!throttle_notice_given_) {
                 throttle_notice_given_ = true;
@@ -247,11 +268,12 @@ bool Run::start(std::size_t index, std::vector<int> devices)
             }
             return false;
         }
-        fail_to_start(index, std::move(devices), child.error());
+        fail_to_start(index, std::move(devices), std::move(ports), child.error());
         return true;
     }
     JobResult& res = results_[index];
     res.devices = devices;
+    res.ports = ports;
     res.start = unix_now();
     res.pid = child->pid;
     auto j = std::make_unique<JobProcess>(index, child->pid, std::move(child->output), std::move(cgroup),
@@ -259,6 +281,7 @@ bool Run::start(std::size_t index, std::vector<int> devices)
     if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
         j->limit_at = started + to_duration(*limit);
     held_[index] = std::move(devices);
+    held_ports_[index] = std::move(ports);
     set_.add(std::move(j));
     if (opt_.observer != nullptr)
         opt_.observer->on_start(job, res);
@@ -331,6 +354,7 @@ void Run::quarantine(JobProcess& j)
                 " withheld for the rest of the run";
     notice("job '" + jobs_[j.index()].label + "' " + res.error);
     pool_.withhold(devices);
+    ports_.withhold(held_ports_[j.index()]);
     withheld_.insert(withheld_.end(), devices.begin(), devices.end());
     std::sort(withheld_.begin(), withheld_.end());
     read(j, 0);
@@ -344,7 +368,7 @@ void Run::quarantine(JobProcess& j)
 void Run::cancel_unfittable()
 {
     for (std::size_t i = next_; i < jobs_.size(); ++i) {
-        if (cancelled_[i] || jobs_[i].device_count <= pool_.usable())
+        if (cancelled_[i] || (jobs_[i].device_count <= pool_.usable() && jobs_[i].port_count <= ports_.usable()))
             continue;
         cancelled_[i] = true;
         results_[i].error = "needs " + std::to_string(jobs_[i].device_count) + " devices but only " +
@@ -515,8 +539,10 @@ void Run::finish(JobProcess& j)
         if (opt_.fail_fast && !run_timed_out_)
             stop_all("fail-fast");
     }
-    if (j.stage != StopStage::abandoned)
+    if (j.stage != StopStage::abandoned) {
         pool_.release(held_[j.index()]);
+        ports_.release(held_ports_[j.index()]);
+    }
     throttled_ = false;
     ++finished_;
     res.end = unix_now();
@@ -682,10 +708,16 @@ Expected<std::string> describe_containment(Containment mode)
 Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
 {
     DevicePool pool(options.pool);
-    for (const Job& job : jobs)
+    const PortPool ports(options.port_low, options.port_high);
+    for (const Job& job : jobs) {
         if (job.device_count > pool.size())
             return fail("job '" + job.label + "' needs " + std::to_string(job.device_count) +
                         " devices but the pool has " + std::to_string(pool.size()));
+        if (job.port_count > ports.size())
+            return fail("job '" + job.label + "' needs " + std::to_string(job.port_count) + " ports but the range " +
+                        std::to_string(options.port_low) + "-" + std::to_string(options.port_high) + " has " +
+                        std::to_string(ports.size()));
+    }
 
     std::optional<runner::RunCgroup> cgroup;
     std::string cgroup_notice;

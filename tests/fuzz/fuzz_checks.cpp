@@ -45,7 +45,7 @@ void check_commands_file(std::string_view text)
         if (j.seq != i + 1 || j.line == 0 || j.devices < 0 || j.label.empty() || !labels.insert(j.label).second ||
             j.command.size() >= max_command_bytes)
             std::abort();
-        (void)expand_placeholders(j.command, Placeholders{"0-3", "0,1,2,3", "4", j.label, std::to_string(j.seq)});
+        (void)expand_placeholders(j.command, Placeholders{"0-3", "0,1,2,3", "4", j.label, std::to_string(j.seq), "29500"});
     }
 }
 

@@ -302,7 +302,7 @@ TEST_CASE("directive errors point at the offending item") {
     check_error("@2,gpus=1 cmd", 1, 4, {"unknown directive key 'gpus'"});
     check_error("@bar cmd", 1, 2,
                 {"unknown directive item 'bar'", "device count", "key=value",
-                 "devices, label and timeout"});
+                 "devices, label, timeout, ports and retries"});
     check_error("@label cmd", 1, 2, {"directive key 'label' needs a value", "'label=...'"});
     check_error("@=3 cmd", 1, 2, {"missing key before '='", "'=3'"});
 }

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "devices/device_pool.hpp"
+#include "devices/port_pool.hpp"
 
 using pto::DevicePool;
 using V = std::vector<int>;
@@ -91,6 +92,28 @@ TEST_CASE("withheld devices are never handed out again and shrink what a job can
         pool.release(*b);
     }
     CHECK(pool.free_count() == 2);
+}
+
+TEST_CASE("ports: the lowest run of consecutive ports no job holds and the machine has free")
+{
+    pto::PortPool ports(100, 109);
+    CHECK(ports.size() == 10);
+    const auto all_free = [](int) { return true; };
+    auto a = ports.acquire(4, all_free);
+    REQUIRE(a);
+    CHECK(*a == V{100, 101, 102, 103});
+    // 105 is taken by something else on the machine: the next run starts after it.
+    auto b = ports.acquire(3, [](int p) { return p != 105; });
+    REQUIRE(b);
+    CHECK(*b == V{106, 107, 108});
+    CHECK_FALSE(ports.acquire(3, all_free));  // free: 104, 105 and 109
+    CHECK(ports.acquire(0, all_free) == V{});
+    ports.release(*a);
+    auto c = ports.acquire(5, all_free);
+    REQUIRE(c);
+    CHECK(*c == V{100, 101, 102, 103, 104});
+    ports.withhold(*b);
+    CHECK(ports.usable() == 7);
 }
 
 }

@@ -17,7 +17,8 @@ Placeholders sample() {
             .device_list = "0,1,2,3",
             .ndevices = "4",
             .label = "allgather",
-            .seq = "17"};
+            .seq = "17",
+            .port = "29512"};
 }
 
 std::string expand(std::string_view command) {

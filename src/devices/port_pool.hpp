@@ -1,0 +1,33 @@
+// The range of TCP ports jobs draw from, as devices are drawn from their
+// pool: no port held by two running jobs. Pure; whether a port is free on
+// the machine is asked of the caller.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace pto {
+
+class PortPool {
+public:
+    PortPool(int low, int high);  // inclusive; empty when low > high
+
+    std::size_t size() const { return held_.size(); }
+    std::size_t usable() const { return held_.size() - withheld_; }
+
+    // The lowest run of `count` consecutive ports that no job holds and
+    // that `free_now` says nothing else uses. Nothing when there is none.
+    std::optional<std::vector<int>> acquire(std::size_t count, const std::function<bool(int)>& free_now);
+    void release(std::span<const int> ports);
+    // Never handed out again in this run (their job could not be stopped).
+    void withhold(std::span<const int> ports);
+
+private:
+    int low_;
+    std::vector<bool> held_;
+    std::size_t withheld_ = 0;
+};
+
+}  // namespace pto

@@ -58,6 +58,7 @@ struct Job {
     // Receives what the job holds; an error fails this job alone.
     std::function<Expected<LaunchSpec>(const Allocation&)> build;
     std::size_t port_count = 0;  // consecutive free TCP ports it needs from RunOptions' range
+    std::size_t retries = 0;     // after a failure or its own timeout, run again up to this many times
     std::optional<double> timeout_s;  // its own time limit; RunOptions::job_timeout_s if unset
     // Where the job came from, handed to observers with every event so that
     // a report needs no side table (0 and empty when not from a file).
@@ -66,8 +67,20 @@ struct Job {
     std::string command;   // as written, before placeholders are replaced
 };
 
-enum class JobStatus { passed, failed, timeout, killed, cancelled };
+// flaky: passed, but only after an attempt that failed or timed out.
+enum class JobStatus { passed, failed, timeout, killed, cancelled, flaky };
 const char* to_string(JobStatus s);  // "passed", "failed", ...
+
+// One try of a job that was tried again (Job::retries).
+struct Attempt {
+    JobStatus status = JobStatus::failed;  // failed or timeout
+    std::optional<int> exit_code;
+    int signal = 0;
+    std::vector<int> devices;
+    double start = 0;
+    double end = 0;
+    double duration_s = 0;
+};
 
 struct JobResult {
     std::size_t index = 0;          // position in the job list
@@ -85,6 +98,7 @@ struct JobResult {
     std::string error;              // why it could not start, or what went wrong around it
     std::uint64_t output_lost = 0;  // bytes that could not be kept (a full disk)
     std::string output;             // filled only with RunOptions::keep_output
+    std::vector<Attempt> attempts;  // the tries before the last one, oldest first
 };
 
 // One running job, as a SIGUSR1 status report shows it.
@@ -111,6 +125,10 @@ public:
     // The job's devices are free again; `output` is everything it wrote.
     virtual void on_finish(const Job&, const JobResult&, const JobOutput& output) = 0;
     virtual void on_cancel(const Job&, const JobResult&) {}
+    // A try of a job with retries failed or ran out of time and the job will
+    // run again: `result` is that try (its last entry in `attempts`), `output`
+    // what it wrote. on_finish comes once, for the last try.
+    virtual void on_retry(const Job&, const JobResult& /*result*/, const JobOutput& /*output*/) {}
     // The run begins stopping (fail-fast, a signal, the run's time limit):
     // nothing more starts.
     virtual void on_stopping(const char* /*reason*/) {}

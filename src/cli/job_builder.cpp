@@ -17,6 +17,7 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
         job.line = spec.line;
         job.command = spec.command;
         job.port_count = static_cast<std::size_t>(spec.ports);
+        job.retries = static_cast<std::size_t>(spec.retries.value_or(world.retries));
         job.build = [&spec, &world](const Allocation& held) -> Expected<LaunchSpec> {
             const std::span<const int> ids = held.devices;
             const std::string list = format_device_list(ids);

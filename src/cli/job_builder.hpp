@@ -17,6 +17,7 @@ struct JobWorld {
     std::string shell;                    // runs each line as SHELL -c LINE
     std::vector<std::string> device_env;  // -e names
     const DiscoveredPool* pool;           // what -e hands out: ids, or a variable's own entries
+    int retries = 0;                      // --retries, for lines without retries=
 };
 
 // `specs` must outlive the returned jobs' build functions.

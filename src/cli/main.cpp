@@ -264,7 +264,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
             return error(sys_error("cannot open --json file '" + opt.json_path + "'", errno).message);
     }
 
-    const cli::JobWorld world{opt.shell, opt.device_env, &*pool};
+    const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries};
     RunOptions ro;
     ro.pool = pool->ids;
     ro.max_parallel = max_parallel;
@@ -348,7 +348,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (summary->timed_out)
         return exit_run_timeout;
     for (const auto& r : summary->results)
-        if (r.status != JobStatus::passed || r.output_lost != 0)
+        if ((r.status != JobStatus::passed && r.status != JobStatus::flaky) || r.output_lost != 0)
             return 1;
     return reports_ok ? 0 : 1;
 }

@@ -31,6 +31,7 @@ enum LongOnly {
     opt_shard,
     opt_rerun_failed,
     opt_ports,
+    opt_retries,
 };
 
 const option long_options[] = {
@@ -58,6 +59,7 @@ const option long_options[] = {
     {"shard", required_argument, nullptr, opt_shard},
     {"rerun-failed", required_argument, nullptr, opt_rerun_failed},
     {"ports", required_argument, nullptr, opt_ports},
+    {"retries", required_argument, nullptr, opt_retries},
     {"help", no_argument, nullptr, 'h'},
     {"version", no_argument, nullptr, 'V'},
     {nullptr, 0, nullptr, 0},
@@ -227,6 +229,15 @@ Expected<Options> parse_options(int argc, char** argv)
             o.port_high = hi;
             break;
         }
+        case opt_retries: {
+            const std::string_view text(arg);
+            int n = 0;
+            const auto r = std::from_chars(text.data(), text.data() + text.size(), n);
+            if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size() || n < 0 || n > 100)
+                return fail("invalid value '" + std::string(text) + "' for --retries: expected an integer from 0 to 100");
+            o.retries = n;
+            break;
+        }
         case opt_rerun_failed:
             if (*arg == '\0')
                 return fail("--rerun-failed needs a file");
@@ -292,6 +303,8 @@ Large suites:
                          report, and those it does not know
       --ports LO-HI      the TCP ports a line's ports=N draws from (default
                          29500-30499)
+      --retries N        run a job that fails or times out again, up to N more
+                         times (a line's retries= wins); passing later is flaky
 
 Output and reports:
       --output MODE      group (default: each job's output whole when it

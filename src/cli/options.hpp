@@ -37,6 +37,7 @@ struct Options {
     plan::Order order = plan::Order::file;
     std::optional<plan::Shard> shard;     // --shard K/N
     std::string rerun_failed;             // --rerun-failed FILE
+    int retries = 0;                      // --retries N; a line's retries= wins
     int port_low = 29500;                 // --ports LO-HI
     int port_high = 30499;
     std::string file = "-";               // "-" is standard input

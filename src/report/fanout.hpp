@@ -31,6 +31,11 @@ public:
         for (auto* o : observers_)
             o->on_cancel(j, r);
     }
+    void on_retry(const Job& j, const JobResult& r, const JobOutput& out) override
+    {
+        for (auto* o : observers_)
+            o->on_retry(j, r, out);
+    }
     void on_stopping(const char* reason) override
     {
         for (auto* o : observers_)

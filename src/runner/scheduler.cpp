@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <deque>
 #include <memory>
 #include <optional>
 
@@ -39,6 +40,7 @@ const char* to_string(JobStatus s)
     case JobStatus::timeout: return "timeout";
     case JobStatus::killed: return "killed";
     case JobStatus::cancelled: return "cancelled";
+    case JobStatus::flaky: return "flaky";
     }
     return "?";
 }
@@ -131,6 +133,8 @@ private:
     void finish_ended();
     void finish(JobProcess& j);
     void cancel_rest();
+    bool will_retry(std::size_t index) const;
+    void retry(std::size_t index, const JobOutput& output);
     int poll_timeout_ms(Clock::time_point now) const;
     void sweep_escapees();
     std::vector<pid_t> escapees() const;
@@ -151,6 +155,7 @@ private:
     std::vector<std::unique_ptr<JobProcess>> abandoned_;  // could not be stopped
     std::vector<int> withheld_;
     std::size_t next_ = 0;  // head of the FIFO queue
+    std::deque<std::size_t> again_;  // jobs to try again: ahead of the queue
     std::size_t launches_ = 0;
     Clock::time_point began_;
     std::optional<Clock::time_point> run_deadline_;
@@ -173,7 +178,25 @@ void Run::notice(const std::string& text)
 
 void Run::start_ready()
 {
-    while (!stopping_ && next_ < jobs_.size()) {
+    while (!stopping_ && !again_.empty()) {
+        const std::size_t index = again_.front();
+        if (opt_.max_parallel != 0 && set_.jobs().size() >= opt_.max_parallel)
+            return;
+        if (throttled_)
+            return;
+        auto devices = pool_.acquire(jobs_[index].device_count);
+        if (!devices)
+            return;
+        auto ports = ports_.acquire(jobs_[index].port_count, runner::tcp_port_free);
+        if (!ports) {
+            pool_.release(*devices);
+            return;
+        }
+        if (!start(index, std::move(*devices), std::move(*ports)))
+            return;
+        again_.pop_front();
+    }
+    while (!stopping_ && again_.empty() && next_ < jobs_.size()) {
         if (cancelled_[next_]) {
             ++next_;
             continue;
@@ -367,6 +390,18 @@ void Run::quarantine(JobProcess& j)
 // ever: they are cancelled, saying why.
 void Run::cancel_unfittable()
 {
+    for (auto it = again_.begin(); it != again_.end();) {
+        const std::size_t i = *it;
+        if (jobs_[i].device_count <= pool_.usable() && jobs_[i].port_count <= ports_.usable()) {
+            ++it;
+            continue;
+        }
+        results_[i].error = "cannot run again: needs " + std::to_string(jobs_[i].device_count) +
+                            " devices but only " + std::to_string(pool_.usable()) + " remain usable";
+        if (opt_.observer != nullptr)
+            opt_.observer->on_cancel(jobs_[i], results_[i]);
+        it = again_.erase(it);
+    }
     for (std::size_t i = next_; i < jobs_.size(); ++i) {
         if (cancelled_[i] || (jobs_[i].device_count <= pool_.usable() && jobs_[i].port_count <= ports_.usable()))
             continue;
@@ -401,7 +436,7 @@ void Run::check_deadlines(Clock::time_point now)
             deliver_dump(*j);
             j->stopped_by_us = j->leader_alive();
             begin_stop(*j);
-            job_timed_out = true;
+            job_timed_out = job_timed_out || !will_retry(j->index());
         }
         if (now < j->stage_deadline)
             continue;
@@ -417,6 +452,31 @@ void Run::check_deadlines(Clock::time_point now)
         quarantine(*j);
     if (job_timed_out && opt_.fail_fast && !run_timed_out_)
         stop_all("fail-fast");
+}
+
+bool Run::will_retry(std::size_t index) const
+{
+    return !stopping_ && results_[index].attempts.size() < jobs_[index].retries;
+}
+
+// Keeps the try that failed in `attempts`, tells the observers, and puts
+// the job back at the head of the queue with nothing held.
+void Run::retry(std::size_t index, const JobOutput& output)
+{
+    JobResult& res = results_[index];
+    res.attempts.push_back(Attempt{res.status, res.exit_code, res.signal, res.devices, res.start, res.end,
+                                   res.duration_s});
+    if (opt_.observer != nullptr)
+        opt_.observer->on_retry(jobs_[index], res, output);
+    res.exit_code.reset();
+    res.signal = 0;
+    res.devices.clear();
+    res.ports.clear();
+    res.pid = -1;
+    res.stragglers = 0;
+    res.error.clear();
+    res.status = JobStatus::cancelled;
+    again_.push_back(index);
 }
 
 int Run::poll_timeout_ms(Clock::time_point now) const
@@ -499,7 +559,7 @@ void Run::on_leader_exit(JobProcess& j)
         res.stragglers = j.member_count();
         begin_stop(j);
     }
-    if (res.status == JobStatus::failed && opt_.fail_fast)
+    if (res.status == JobStatus::failed && opt_.fail_fast && !will_retry(j.index()))
         stop_all("fail-fast");
 }
 
@@ -536,7 +596,7 @@ void Run::finish(JobProcess& j)
     // its TIMEOUT report, and still counts for fail-fast.
     if (j.timed_out && !j.dumped) {
         deliver_dump(j);
-        if (opt_.fail_fast && !run_timed_out_)
+        if (opt_.fail_fast && !run_timed_out_ && !will_retry(j.index()))
             stop_all("fail-fast");
     }
     if (j.stage != StopStage::abandoned) {
@@ -544,9 +604,16 @@ void Run::finish(JobProcess& j)
         ports_.release(held_ports_[j.index()]);
     }
     throttled_ = false;
-    ++finished_;
     res.end = unix_now();
     res.duration_s = res.end - res.start;
+    if ((res.status == JobStatus::failed || res.status == JobStatus::timeout) && j.stage != StopStage::abandoned &&
+        will_retry(j.index())) {
+        retry(j.index(), j.output());
+        return;
+    }
+    if (res.status == JobStatus::passed && !res.attempts.empty())
+        res.status = JobStatus::flaky;
+    ++finished_;
     if (j.output().error()) {
         res.output_lost = j.output().dropped();
         res.error = j.output().error()->message + " (" + std::to_string(j.output().dropped()) + " bytes of output lost)";
@@ -564,6 +631,9 @@ void Run::finish(JobProcess& j)
 
 void Run::cancel_rest()
 {
+    for (; !again_.empty(); again_.pop_front())
+        if (opt_.observer != nullptr)
+            opt_.observer->on_cancel(jobs_[again_.front()], results_[again_.front()]);
     for (; next_ < jobs_.size(); ++next_)
         if (!cancelled_[next_] && opt_.observer != nullptr)
             opt_.observer->on_cancel(jobs_[next_], results_[next_]);
@@ -573,7 +643,7 @@ Expected<void> Run::loop()
 {
     for (;;) {
         start_ready();
-        if (set_.empty() && (stopping_ || next_ >= jobs_.size()))
+        if (set_.empty() && (stopping_ || (next_ >= jobs_.size() && again_.empty())))
             break;
 
         auto what = set_.wait(poll_timeout_ms(Clock::now()));

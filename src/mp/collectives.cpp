@@ -47,7 +47,9 @@ void World::check_overlap(const Rank& me, const Part& part) const
     for (int r = 0; r < nprocs_; ++r)
         if (const Part* p = collective_.parts[static_cast<std::size_t>(r)]) add(*p, r);
     add(part, me.id);
-    std::sort(buffers.begin(), buffers.end(), [](const Buffer& a, const Buffer& b) { return a.begin < b.begin; });
+    std::sort(buffers.begin(), buffers.end(), [](const Buffer& a, const Buffer& b) {
+        return a.begin != b.begin ? a.begin < b.begin : a.rank < b.rank;
+    });
     for (std::size_t i = 1; i < buffers.size(); ++i) {
         if (buffers[i].begin >= buffers[i - 1].end) continue;
         const auto [low, high] = std::minmax(buffers[i - 1].rank, buffers[i].rank);

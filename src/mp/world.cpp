@@ -132,7 +132,7 @@ Outcome World::run_rounds(std::optional<Clock::time_point> deadline)
             return deadlock;
         }
         progress_ = false;
-        if (deadline && Clock::now() >= *deadline) return Paused{};
+        if (deadline && finished_ < nprocs_ && Clock::now() >= *deadline) return Paused{};
     }
 }
 

@@ -129,14 +129,15 @@ TEST_SUITE("mp.overflow")
         check_rank_dies<&big_frame<mp::detail::guard_bytes / 2>>(2);
     }
 
-    TEST_CASE("a fault outside the guard regions reaches the handler installed before")
+    TEST_CASE("a SIGSEGV that is no guard hit reaches the handler installed before")
     {
+        // Sent rather than faulted: valgrind would count a real bad access
+        // against the exit status this case checks.
         const Death death = in_child([] {
             signal(SIGSEGV, &exit_42);
             mp::spawn(
                 [](int rank) {
-                    volatile int* nowhere = nullptr;
-                    if (rank == 1) *nowhere = 1;
+                    if (rank == 1) raise(SIGSEGV);
                 },
                 2);
         });

@@ -72,6 +72,9 @@ World::~World()
     if (suspended) {
         const OverflowReport report(guards_);
         unwind_started_ranks();
+        // A destructor cannot carry on a pthread_exit that a rank's own
+        // destructor began; natively, that would not return either.
+        if (exiting_ != nullptr) std::terminate();
     }
 }
 
@@ -105,35 +108,34 @@ Outcome World::run_rounds(std::optional<Clock::time_point> deadline)
         woken_.clear();
         if (round_.empty()) {
             if (finished_ == nprocs_) return Completed{};
-            Deadlocked deadlock{deadlock_report()};
-            unwind_started_ranks();
-            return deadlock;
+            return end_early(Deadlocked{deadlock_report()});
         }
         // The ranks of the round pass control straight to one another; only the
         // last comes back here.
         position_ = 0;
         main_.switch_to(round_.front()->context);
         running = nullptr;
-        if (exiting_ != nullptr) {
-            unwind_started_ranks();
-            return ThreadExit{exiting_->context.suspended_eh_state()};
-        }
-        if (failure_) {
-            unwind_started_ranks();
-            return *failure_;
-        }
+        if (failure_) return end_early(*failure_);
+        if (exiting_ != nullptr) return end_early(ThreadExit{});
         const bool someone_blocked = yielded_.size() + static_cast<std::size_t>(finished_) <
                                      static_cast<std::size_t>(nprocs_);
         if (progress_ || !someone_blocked) {
             idle_rounds_ = 0;
         } else if (yield_only_rounds_ != 0 && ++idle_rounds_ >= yield_only_rounds_) {
-            Deadlocked deadlock{spin_report()};
-            unwind_started_ranks();
-            return deadlock;
+            return end_early(Deadlocked{spin_report()});
         }
         progress_ = false;
         if (deadline && finished_ < nprocs_ && Clock::now() >= *deadline) return Paused{};
     }
+}
+
+// A pthread_exit beats whatever else ended the spawn, including one that a
+// rank's destructor calls while the rank is being unwound.
+Outcome World::end_early(Outcome outcome) noexcept
+{
+    unwind_started_ranks();
+    if (exiting_ != nullptr) return ThreadExit{exiting_->context.suspended_eh_state()};
+    return outcome;
 }
 
 Context& World::rank_main(void* arg) noexcept

@@ -117,6 +117,7 @@ private:
     void run_body(Rank& me) noexcept;
     [[noreturn]] void hand_over_thread_exit(Rank& me) noexcept;
     Outcome run_rounds(std::optional<Clock::time_point> deadline);
+    Outcome end_early(Outcome outcome) noexcept;
     Context& next_context() noexcept;
     void switch_away(Rank& me) noexcept;
     bool may_suspend(Rank& me);

@@ -149,7 +149,7 @@ int main()
                 repeats);
     std::printf("  swapcontext(3) alone (baseline)         %8.1f ns/switch\n", swapcontext_ns());
     print_yield("ucontext switch", yield_ns(mp::ContextKind::ucontext), "");
-    print_yield("assembly switch", yield_ns(mp::ContextKind::assembly), "   (goal <= 50 on x86-64)");
+    print_yield("assembly switch", yield_ns(mp::ContextKind::assembly), "   (goal <= 50)");
     print_yield("automatic (what spawn uses)", yield_ns(mp::ContextKind::automatic), "");
     return 0;
 }

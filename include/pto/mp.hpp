@@ -164,7 +164,9 @@ private:
 // Runs fn(rank) on nprocs ranks. With options.join (the default) it returns after
 // every rank has returned, or throws SpawnError / DeadlockError; otherwise it
 // returns a context to join() later. Throws std::invalid_argument for an empty
-// fn, a negative nprocs or a stack below 16 KiB, std::system_error or
+// fn, a negative nprocs, a stack below 16 KiB or too large to round up with its
+// guard region within a size_t, or an assembly switch that is missing or
+// unsafe here (options.context), std::system_error or
 // std::runtime_error when the stacks cannot be mapped (the message says why and
 // names vm.max_map_count where it is the limit).
 SpawnContext spawn(std::function<void(int rank)> fn, int nprocs, SpawnOptions options = {});

@@ -38,7 +38,7 @@ thread_local Context* leaving = nullptr;
     std::abort();
 }
 
-// makecontext passes only ints to the entry function, so a pointer travels as
+// makecontext passes only ints to the entry function, so a pointer travels in
 // as many of them as it takes: one on ILP32 targets, two on LP64.
 constexpr std::size_t pointer_words = (sizeof(void*) + sizeof(unsigned) - 1) / sizeof(unsigned);
 static_assert(pointer_words * sizeof(unsigned) == sizeof(void*), "a pointer must be whole unsigned ints");

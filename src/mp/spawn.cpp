@@ -84,7 +84,9 @@ SpawnContext spawn(std::function<void(int)> fn, int nprocs, SpawnOptions options
         throw std::invalid_argument("pto::mp::spawn: stack_bytes is " + std::to_string(options.stack_bytes) +
                                     ", more than any address space holds");
     const auto kind = detail::choose_switch(options.context);
-    if (!kind) throw std::invalid_argument("pto::mp::spawn: cannot use the assembly context switch: " + kind.error().message);
+    if (!kind)
+        throw std::invalid_argument("pto::mp::spawn: cannot use the assembly context switch: " +
+                                    kind.error().message);
     auto world = detail::World::create(std::move(fn), nprocs, {*usable, *kind, options.yield_only_rounds});
     if (!world) throw_error(world.error());
     SpawnContext context(std::move(*world));

@@ -182,7 +182,8 @@ TEST_SUITE("mp.spawn")
     TEST_CASE("a stack size that wraps when rounded up, or with the guard, is std::invalid_argument")
     {
         const std::size_t page = mp::detail::page_size();
-        for (const std::size_t bytes : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - page, SIZE_MAX - mp::detail::guard_bytes + 1}) {
+        const std::size_t guard = mp::detail::guard_bytes;
+        for (const std::size_t bytes : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - page, SIZE_MAX - guard + 1}) {
             INFO(bytes);
             CHECK_THROWS_WITH_AS(mp::spawn([](int) {}, 1, {.stack_bytes = bytes}),
                                  ("pto::mp::spawn: stack_bytes is " + std::to_string(bytes) +

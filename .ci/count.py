@@ -1,6 +1,8 @@
 """Counts test cases over meson test logs: each doctest binary's own case
 counts, and one case for every other test; prints "N passed, N failed".
---extra P F adds checks run outside meson (the fuzzers)."""
+--extra P F adds checks run outside meson (the fuzzers). A build directory
+stands for its meson-logs/testlog.json; a .json file, for another meson test
+log (a run with --logbase)."""
 import json
 import re
 import sys
@@ -14,7 +16,8 @@ if builds[:1] == ["--extra"]:
     builds = builds[3:]
 for build in builds:
     try:
-        with open(f"{build}/meson-logs/testlog.json", encoding="utf-8") as log:
+        path = build if build.endswith(".json") else f"{build}/meson-logs/testlog.json"
+        with open(path, encoding="utf-8") as log:
             entries = [json.loads(line) for line in log if line.strip()]
     except OSError:
         failed += 1  # that build did not get as far as its tests

@@ -2,7 +2,7 @@
 //
 // spawn() runs fn(rank) for rank = 0..nprocs-1 as cooperative coroutines
 // ("ranks") on the calling thread. Each rank has its own mmap'd stack with a
-// guard page below it. Ranks run round-robin in rank order: a rank runs until it
+// guard region below it. Ranks run round-robin in rank order: a rank runs until it
 // reaches a suspension point — yield(), barrier(), a collective, send()/recv() —
 // and then the next rank of the round runs. Between rounds the spawning thread
 // completes what the round made ready: matched send/recv pairs first, in the
@@ -27,14 +27,26 @@
 // it was being unwound is not a root cause.
 //
 // Each rank has its own C++ exception state (the exception a `throw;` rethrows,
-// std::uncaught_exceptions()) and its own x87/SSE control words. The fast context
-// switch does not save the signal mask: ranks share the thread's.
+// std::uncaught_exceptions()) and its own floating-point control and exception
+// flags (MXCSR and x87 control word; FPCR and FPSR). The assembly context switch
+// does not save the signal mask: ranks share the thread's.
 //
-// Stack overflow hits the guard page and ends the process with SIGSEGV. Each
-// rank costs two kernel memory mappings, so vm.max_map_count (usually 65530)
-// bounds the number of ranks near 30,000; spawn checks this before it starts.
-// The fibers are announced to AddressSanitizer and, when built with the valgrind
-// header, their stacks to valgrind.
+// A stack overflow hits the guard region, which no frame smaller than it can
+// jump over, and ends the process with SIGSEGV after a line on stderr naming the
+// rank: "pto::mp: rank 3 overflowed its 32768-byte stack (fault at 0x...)". For
+// that, while ranks run, SIGSEGV goes to a handler of pto::mp on an alternate
+// signal stack, which passes any other fault on to the handler it replaced.
+// Each rank costs two kernel memory mappings, so vm.max_map_count (usually
+// 65530) bounds the number of ranks near 30,000; spawn checks this before it
+// starts. The fibers are announced to AddressSanitizer and, when built with the
+// valgrind header, their stacks to valgrind.
+//
+// Where torch's ranks are processes, these share one: exit() in a rank ends the
+// whole program at once (atexit handlers and static destructors run while the
+// ranks are suspended; their destructors never do), where torch's join() would
+// raise ProcessExitedException naming the rank. Throw instead. pthread_exit() in
+// a rank ends the spawning thread: the rank's stack is unwound, then every other
+// started rank's, then the spawner's own frames, as if the spawner had called it.
 //
 // Using get_rank() and the other in-rank functions outside a rank, or calling
 // spawn() or SpawnContext::join() inside one, throws std::logic_error. One thread
@@ -42,6 +54,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <exception>
@@ -62,12 +75,30 @@ namespace pto::mp {
 
 enum class ReduceOp { sum, product, min, max };
 
+// How ranks switch. `ucontext` is swapcontext(3): portable, a system call per
+// switch. `assembly` is a hand-written switch, on x86-64 and aarch64 only, a
+// few nanoseconds. `automatic` is what the build's Meson option `context`
+// says, by default the fastest that is safe here: assembly unless the thread
+// runs with a CET shadow stack, which that switch does not follow.
+enum class ContextKind { automatic, ucontext, assembly };
+
 struct SpawnOptions {
-    // Usable stack of each rank, rounded up to whole pages; the guard page comes
-    // on top. At least 16 KiB. Memory is committed only as the rank touches it.
+    // Usable stack of each rank, rounded up to whole pages; a guard region of
+    // 1 MiB of address space (64 KiB on 32-bit targets) comes below it. At least
+    // 16 KiB. Memory is committed only as the rank touches it.
     std::size_t stack_bytes = 256 * 1024;
     // false: spawn returns without running any rank; SpawnContext::join() runs them.
     bool join = true;
+    // assembly where this build or CPU has none, or where it is unsafe, makes
+    // spawn throw std::invalid_argument.
+    ContextKind context = ContextKind::automatic;
+    // A rank that does nothing but yield() while another is blocked may be
+    // waiting for something only the blocked one could do, and would spin for
+    // ever. After this many rounds in a row in which ranks only yielded while
+    // some rank stayed blocked, the spawn fails with a DeadlockError naming the
+    // spinning ranks. 0 never gives up: a rank that yields through a long
+    // computation while others wait then needs it.
+    std::size_t yield_only_rounds = 1'000'000;
 };
 
 // A spawn ended because a rank's body threw.
@@ -80,6 +111,10 @@ public:
 
     // The root-cause ranks only (usually one); empty for a DeadlockError.
     const Errors& errors() const noexcept { return *errors_; }
+
+    // The failing rank, as torch's ProcessRaisedException.error_index: the
+    // lowest rank of errors(), -1 for a DeadlockError.
+    int error_index() const noexcept { return errors_->empty() ? -1 : errors_->begin()->first; }
 
 private:
     // Shared so that copying the exception cannot throw.
@@ -112,6 +147,13 @@ public:
     // returned or thrown, further calls return at once.
     void join();
 
+    // Runs whole rounds until every rank has returned, true, or until a round
+    // ends after `timeout` has passed, false; at least one round per call, so
+    // that join(0s) in a loop makes progress. The ranks do not run between
+    // calls: unlike torch's processes they live on this thread. Throws as
+    // join() does; after the end, returns true at once.
+    bool join(std::chrono::nanoseconds timeout);
+
 private:
     explicit SpawnContext(std::unique_ptr<detail::World> world) noexcept;
     friend SpawnContext spawn(std::function<void(int)>, int, SpawnOptions);
@@ -122,7 +164,9 @@ private:
 // Runs fn(rank) on nprocs ranks. With options.join (the default) it returns after
 // every rank has returned, or throws SpawnError / DeadlockError; otherwise it
 // returns a context to join() later. Throws std::invalid_argument for an empty
-// fn, a negative nprocs or a stack below 16 KiB, std::system_error or
+// fn, a negative nprocs, a stack below 16 KiB or too large to round up with its
+// guard region within a size_t, or an assembly switch that is missing or
+// unsafe here (options.context), std::system_error or
 // std::runtime_error when the stacks cannot be mapped (the message says why and
 // names vm.max_map_count where it is the limit).
 SpawnContext spawn(std::function<void(int rank)> fn, int nprocs, SpawnOptions options = {});
@@ -156,7 +200,12 @@ void barrier();
 // Collectives take part in one sequence shared by all ranks: the k-th collective
 // call of every rank must be the same call (kind, element type, size, op or
 // src); a rank that differs fails the spawn with a message naming the ranks.
-// Buffers belong to their rank and must not overlap between ranks.
+// Buffers belong to their rank: all_reduce and broadcast throw
+// std::invalid_argument in the last rank to arrive when two ranks' buffers
+// overlap (torch code that shares one tensor between ranks, ported as is). A
+// call that throws in its rank before the data moves (a throwing copy in
+// all_gather) is withdrawn: it does not count in the sequence and may be
+// called again.
 
 namespace detail {
 
@@ -167,6 +216,7 @@ struct Part {
     Kind kind = Kind::barrier;
     const std::type_info* type = nullptr;
     std::size_t count = 0;
+    std::size_t element_size = 0;
     ReduceOp op = ReduceOp::sum;
     int root = 0;
     void* data = nullptr;
@@ -192,15 +242,30 @@ struct Message {
 // false: this rank is being unwound and must return without communicating.
 bool arrive(Part& part);
 bool await();
+// Takes back a part this rank registered, when it fails before await().
+void withdraw(Part& part) noexcept;
 void send(Message& message, int dst);
 void recv(Message& message, int src);
+
+// Integers wrap on overflow, as torch's do: the arithmetic is unsigned, in at
+// least unsigned int (a product of two unsigned shorts would be a signed int),
+// and the conversion back is modular.
+template <class T>
+struct ArithmeticOf {
+    using type = T;
+};
+template <std::integral T>
+struct ArithmeticOf<T> {
+    using type = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
+};
 
 template <class T>
 T combine(T a, T b, ReduceOp op) noexcept
 {
+    using A = typename ArithmeticOf<T>::type;
     switch (op) {
-    case ReduceOp::sum: return static_cast<T>(a + b);
-    case ReduceOp::product: return static_cast<T>(a * b);
+    case ReduceOp::sum: return static_cast<T>(static_cast<A>(a) + static_cast<A>(b));
+    case ReduceOp::product: return static_cast<T>(static_cast<A>(a) * static_cast<A>(b));
     case ReduceOp::min: return b < a ? b : a;
     case ReduceOp::max: return a < b ? b : a;
     }
@@ -251,6 +316,7 @@ void all_reduce(std::span<T, Extent> data, ReduceOp op = ReduceOp::sum)
     detail::Part part{.kind = detail::Kind::all_reduce,
                       .type = &typeid(T),
                       .count = data.size(),
+                      .element_size = sizeof(T),
                       .op = op,
                       .data = data.data(),
                       .complete = &detail::reduce_parts<T>};
@@ -265,6 +331,7 @@ void broadcast(std::span<T, Extent> data, int src)
     detail::Part part{.kind = detail::Kind::broadcast,
                       .type = &typeid(T),
                       .count = data.size(),
+                      .element_size = sizeof(T),
                       .root = src,
                       .data = data.data(),
                       .complete = &detail::broadcast_parts<T>};
@@ -284,7 +351,12 @@ std::vector<T> all_gather(const T& value)
                       }};
     if (!detail::arrive(part)) return {};
     Slots& slots = *static_cast<Slots*>(part.store.get());
-    slots[static_cast<std::size_t>(get_rank())].emplace(value);
+    try {
+        slots[static_cast<std::size_t>(get_rank())].emplace(value);
+    } catch (...) {
+        detail::withdraw(part);
+        throw;
+    }
     if (!detail::await()) return {};
     std::vector<T> gathered;
     gathered.reserve(slots.size());

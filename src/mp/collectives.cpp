@@ -5,7 +5,9 @@
 #include "mp/world.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace pto::mp::detail {
@@ -26,6 +28,39 @@ bool same_call(const Part& a, const Part& b)
 
 }  // namespace
 
+// Buffers shared between ranks would make a reduction read what it already
+// wrote: in torch each process has its own. Checked when the last rank
+// arrives, before it registers, so that a caught error leaves nothing behind.
+void World::check_overlap(const Rank& me, const Part& part) const
+{
+    if (part.data == nullptr || nprocs_ < 2) return;
+    struct Buffer {
+        std::uintptr_t begin, end;
+        int rank;
+    };
+    std::vector<Buffer> buffers;
+    buffers.reserve(static_cast<std::size_t>(nprocs_));
+    const auto add = [&](const Part& p, int rank) {
+        const auto begin = reinterpret_cast<std::uintptr_t>(p.data);
+        if (p.count > 0) buffers.push_back({begin, begin + p.count * p.element_size, rank});
+    };
+    for (int r = 0; r < nprocs_; ++r)
+        if (const Part* p = collective_.parts[static_cast<std::size_t>(r)]) add(*p, r);
+    add(part, me.id);
+    std::sort(buffers.begin(), buffers.end(), [](const Buffer& a, const Buffer& b) {
+        return a.begin != b.begin ? a.begin < b.begin : a.rank < b.rank;
+    });
+    for (std::size_t i = 1; i < buffers.size(); ++i) {
+        if (buffers[i].begin >= buffers[i - 1].end) continue;
+        const auto [low, high] = std::minmax(buffers[i - 1].rank, buffers[i].rank);
+        const bool same = buffers[i].begin == buffers[i - 1].begin && buffers[i].end == buffers[i - 1].end;
+        throw std::invalid_argument(std::string(kind_name(part.kind)) + ": ranks " + std::to_string(low) + " and " +
+                                    std::to_string(high) + " passed " +
+                                    (same ? "the same buffer" : "overlapping buffers") +
+                                    "; each rank needs its own, as each process has in torch");
+    }
+}
+
 bool World::arrive(Rank& me, Part& part)
 {
     if (!may_suspend(me)) return false;
@@ -33,6 +68,7 @@ bool World::arrive(Rank& me, Part& part)
         throw std::invalid_argument("broadcast: src " + std::to_string(part.root) + " is not a rank of this spawn (" +
                                     std::to_string(nprocs_) + " ranks)");
     Collective& c = collective_;
+    if (c.arrived + 1 == nprocs_) check_overlap(me, part);
     if (c.arrived == 0) {
         // Allocate before opening, so that a bad_alloc leaves nothing half done.
         auto store = part.make_store ? part.make_store(nprocs_) : nullptr;
@@ -55,6 +91,37 @@ bool World::arrive(Rank& me, Part& part)
     me.wait = Rank::Wait::collective;
     me.part = &part;
     return true;
+}
+
+// The collective stays open for the other ranks, as if this one had not come:
+// it may call again. Emptied, it no longer counts among the steps.
+void World::withdraw(Rank& me, Part& part) noexcept
+{
+    Collective& c = collective_;
+    Part*& slot = c.parts[static_cast<std::size_t>(me.id)];
+    if (slot != &part) return;  // completed meanwhile, or cleared by an unwinding
+    slot = nullptr;
+    --c.arrived;
+    me.wait = Rank::Wait::nothing;
+    me.part = nullptr;
+    part.store.reset();
+    if (c.arrived == 0) {
+        --steps_;
+        --kind_counts_[static_cast<std::size_t>(part.kind)];
+        c.first = nullptr;
+        c.first_rank = -1;
+        c.store.reset();
+        return;
+    }
+    if (c.first != &part) return;
+    // Another rank's call becomes the one later arrivals must match.
+    for (int r = 0; r < nprocs_; ++r) {
+        if (Part* p = c.parts[static_cast<std::size_t>(r)]) {
+            c.first = p;
+            c.first_rank = r;
+            return;
+        }
+    }
 }
 
 bool World::await(Rank& me)

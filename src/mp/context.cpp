@@ -1,25 +1,28 @@
 #include "mp/context.hpp"
 
 #include "mp/annotations.hpp"
-#include "mp/switch_x86_64.hpp"
+#include "mp/switch.hpp"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+
+#ifndef PTO_MP_AUTOMATIC_CONTEXT
+#define PTO_MP_AUTOMATIC_CONTEXT automatic
+#endif
 
 namespace pto::mp::detail {
 
 namespace {
 
-#if PTO_MP_HAVE_ASM_SWITCH
-constexpr SwitchKind best_switch = SwitchKind::assembly;
-#else
-constexpr SwitchKind best_switch = SwitchKind::ucontext;
-#endif
-
-std::atomic<SwitchKind> chosen_switch{best_switch};
+std::atomic<ContextKind> automatic_means{ContextKind::PTO_MP_AUTOMATIC_CONTEXT};
 
 #if PTO_MP_ASAN
 // The context being left; the one landing records its stack bounds if they are
@@ -35,16 +38,87 @@ thread_local Context* leaving = nullptr;
     std::abort();
 }
 
+// makecontext passes only ints to the entry function, so a pointer travels in
+// as many of them as it takes: one on ILP32 targets, two on LP64.
+constexpr std::size_t pointer_words = (sizeof(void*) + sizeof(unsigned) - 1) / sizeof(unsigned);
+static_assert(pointer_words * sizeof(unsigned) == sizeof(void*), "a pointer must be whole unsigned ints");
+using PointerWords = std::array<unsigned, pointer_words>;
+
 }  // namespace
 
-SwitchKind default_switch() noexcept
+template <std::size_t... I>
+struct UcontextEntry<std::index_sequence<I...>> {
+    static void enter(std::conditional_t<true, unsigned, decltype(I)>... word) noexcept
+    {
+        const PointerWords words{word...};
+        void* self = nullptr;
+        std::memcpy(&self, words.data(), sizeof self);
+        Context::enter(self);
+    }
+
+    static void make(ucontext_t& uc, void* self) noexcept
+    {
+        PointerWords words{};
+        std::memcpy(words.data(), &self, sizeof self);
+        makecontext(&uc, reinterpret_cast<void (*)()>(&enter), static_cast<int>(pointer_words), words[I]...);
+    }
+};
+
+bool assembly_built() noexcept
 {
-    return chosen_switch.load(std::memory_order_relaxed);
+#if PTO_MP_ASM_SWITCH
+    return true;
+#else
+    return false;
+#endif
 }
 
-void set_default_switch(SwitchKind kind) noexcept
+unsigned long shadow_stack_features() noexcept
 {
-    chosen_switch.store(kind == SwitchKind::assembly ? best_switch : kind, std::memory_order_relaxed);
+#if defined(__x86_64__) && defined(SYS_arch_prctl)
+    // ARCH_SHSTK_STATUS, from Linux 6.6's asm/prctl.h, which older headers lack.
+    constexpr int arch_shstk_status = 0x5005;
+    unsigned long features = 0;
+    // Older kernels fail with EINVAL: they cannot have enabled a shadow stack.
+    if (syscall(SYS_arch_prctl, arch_shstk_status, &features) != 0) return 0;
+    return features;
+#else
+    return 0;
+#endif
+}
+
+Expected<SwitchKind> choose_switch(ContextKind requested, ContextKind automatic, bool assembly_is_built,
+                                   unsigned long shadow_stack) noexcept
+{
+    // ARCH_SHSTK_SHSTK: the thread runs with a shadow stack.
+    const bool shadow_stack_on = (shadow_stack & 1) != 0;
+    const ContextKind kind = requested == ContextKind::automatic ? automatic : requested;
+    switch (kind) {
+    case ContextKind::ucontext: return SwitchKind::ucontext;
+    case ContextKind::automatic:
+        return assembly_is_built && !shadow_stack_on ? SwitchKind::assembly : SwitchKind::ucontext;
+    case ContextKind::assembly:
+        if (!assembly_is_built) return fail("this build has no assembly context switch for its CPU");
+        if (shadow_stack_on)
+            return fail("the assembly context switch is unsafe under the CET shadow stack this thread runs with");
+        return SwitchKind::assembly;
+    }
+    return SwitchKind::ucontext;
+}
+
+Expected<SwitchKind> choose_switch(ContextKind requested)
+{
+    const ContextKind automatic = automatic_means.load(std::memory_order_relaxed);
+    const bool wants_assembly = requested == ContextKind::assembly ||
+                                (requested == ContextKind::automatic && automatic != ContextKind::ucontext);
+    // The system call only where its answer matters.
+    const unsigned long shadow_stack = wants_assembly && assembly_built() ? shadow_stack_features() : 0;
+    return choose_switch(requested, automatic, assembly_built(), shadow_stack);
+}
+
+void set_automatic(ContextKind means) noexcept
+{
+    automatic_means.store(means, std::memory_order_relaxed);
 }
 
 void Context::adopt_thread(SwitchKind kind)
@@ -62,32 +136,19 @@ Expected<void> Context::prepare(SwitchKind kind, std::span<std::byte> stack, Con
     arg_ = arg;
     stack_bottom_ = stack.data();
     stack_size_ = stack.size();
-#if PTO_MP_HAVE_ASM_SWITCH
+#if PTO_MP_ASM_SWITCH
     if (kind_ == SwitchKind::assembly) {
-        sp_ = prepare_x86_64_stack(stack, &Context::enter, this);
+        sp_ = prepare_asm_stack(stack, &Context::enter, this);
         return {};
     }
 #endif
     uc_ = std::make_unique<ucontext_t>();
-    if (getcontext(uc_.get()) != 0) return tl::unexpected(sys_error("getcontext", errno));
+    if (getcontext(uc_.get()) != 0) return fail("getcontext", errno);
     uc_->uc_stack.ss_sp = stack.data();
     uc_->uc_stack.ss_size = stack.size();
     uc_->uc_link = nullptr;  // entry never returns
-    // makecontext passes only ints; the pointer travels in two halves.
-    static_assert(sizeof(Context*) == 2 * sizeof(int), "a Context* must split into two ints");
-    int halves[2];
-    Context* self = this;
-    std::memcpy(halves, &self, sizeof self);
-    makecontext(uc_.get(), reinterpret_cast<void (*)()>(&Context::enter_ucontext), 2, halves[0], halves[1]);
+    UcontextEntry<std::make_index_sequence<pointer_words>>::make(*uc_, this);
     return {};
-}
-
-void Context::enter_ucontext(int half0, int half1) noexcept
-{
-    const int halves[2] = {half0, half1};
-    Context* self = nullptr;
-    std::memcpy(&self, halves, sizeof self);
-    enter(self);
 }
 
 void Context::enter(void* self) noexcept
@@ -122,9 +183,9 @@ void Context::jump(Context& to) noexcept
 #if PTO_MP_ASAN
     leaving = this;
 #endif
-#if PTO_MP_HAVE_ASM_SWITCH
+#if PTO_MP_ASM_SWITCH
     if (kind_ == SwitchKind::assembly) {
-        pto_mp_switch_x86_64(&sp_, to.sp_);
+        pto_mp_switch(&sp_, to.sp_);
         return;
     }
 #endif

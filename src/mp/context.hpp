@@ -4,8 +4,9 @@
 #pragma once
 
 #include "mp/eh_state.hpp"
+#include "mp/result.hpp"
 
-#include <pto/error.hpp>
+#include <pto/mp.hpp>
 
 #include <ucontext.h>
 
@@ -15,16 +16,38 @@
 
 namespace pto::mp::detail {
 
-// `assembly` is the hand-written x86-64 switch (about ten nanoseconds);
-// `ucontext` is swapcontext(3), portable, which also saves the signal mask at
-// the cost of a system call per switch.
+// A switch that exists in this build: `assembly` is the hand-written one
+// (switch.hpp, about ten nanoseconds), `ucontext` is swapcontext(3), portable,
+// which also saves the signal mask at the cost of a system call per switch.
 enum class SwitchKind : unsigned char { assembly, ucontext };
 
-// What new spawns use: assembly where it exists, else ucontext.
-SwitchKind default_switch() noexcept;
-// Lets the tests and the benchmark run both kinds; asking for assembly where it
-// does not exist keeps ucontext.
-void set_default_switch(SwitchKind kind) noexcept;
+// Whether this build has an assembly switch for its CPU.
+bool assembly_built() noexcept;
+
+// The features of the calling thread's CET shadow stack, as
+// arch_prctl(ARCH_SHSTK_STATUS) reports them; 0 where there is none, on
+// other CPUs, and on kernels before 6.6, which do not know the call.
+unsigned long shadow_stack_features() noexcept;
+
+// The switch a spawn uses. `automatic` means what `automatic_means` says (the
+// Meson option `context`, or the test harness's override), and for `automatic`
+// that is the assembly switch only where it is built and safe: under an active
+// shadow stack it is not (its `ret` lands on another stack), so ucontext.
+// Asking for assembly explicitly where it is missing or unsafe is an error.
+// Pure, so that the tests can hand it any machine.
+Expected<SwitchKind> choose_switch(ContextKind requested, ContextKind automatic_means, bool assembly_is_built,
+                                   unsigned long shadow_stack) noexcept;
+
+// choose_switch for this build and thread.
+Expected<SwitchKind> choose_switch(ContextKind requested);
+
+// What `automatic` means from now on in this process: the build's default
+// unless the tests or the benchmark set it.
+void set_automatic(ContextKind means) noexcept;
+
+// Starts a ucontext context (context.cpp).
+template <class WordIndices>
+struct UcontextEntry;
 
 // Somewhere execution is suspended and can be resumed: the thread's own stack,
 // or a rank's. Contexts never move, since a prepared stack points back at its.
@@ -46,14 +69,19 @@ public:
     // returns once some context switches back to this one.
     void switch_to(Context& to) noexcept;
 
+    // The exception state this context had when it last switched away.
+    const EhState& suspended_eh_state() const noexcept { return eh_; }
+
 private:
+    template <class WordIndices>
+    friend struct UcontextEntry;
+
     static void enter(void* self) noexcept;
-    static void enter_ucontext(int half0, int half1) noexcept;
     [[noreturn]] void exit_to(Context& to) noexcept;
     void jump(Context& to) noexcept;
     void landed() noexcept;
 
-    SwitchKind kind_ = SwitchKind::assembly;
+    SwitchKind kind_ = SwitchKind::ucontext;
     void* sp_ = nullptr;                 // assembly: the suspended stack pointer
     std::unique_ptr<ucontext_t> uc_;     // ucontext only: ~1 KiB, so not inline
     EhState eh_{};

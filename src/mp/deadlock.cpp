@@ -3,6 +3,7 @@
 #include "mp/messages.hpp"
 #include "mp/world.hpp"
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -40,16 +41,34 @@ std::string World::describe_wait(const Rank& rank) const
                std::to_string(rank.peer) + peer_note();
     case Rank::Wait::nothing: break;
     }
-    return "running";
+    // Only a spin report has ranks that are neither blocked nor returned.
+    return "yield() only, for " + std::to_string(idle_rounds_) + " rounds";
 }
 
 std::string World::deadlock_report() const
 {
+    return "spawn deadlocked: " + std::to_string(nprocs_ - finished_) + " of " + std::to_string(nprocs_) +
+           " ranks blocked, none can proceed" + rank_lines();
+}
+
+std::string World::spin_report() const
+{
+    std::vector<int> spinning;
+    for (const Rank* rank : yielded_) spinning.push_back(rank->id);
+    std::sort(spinning.begin(), spinning.end());
+    int blocked = 0;
+    for (const Rank& rank : ranks_)
+        if (rank.state == Rank::State::blocked) ++blocked;
+    return "spawn deadlocked: " + rank_list(spinning) + " only yielded for " + std::to_string(idle_rounds_) +
+           " rounds while " + std::to_string(blocked) + " of " + std::to_string(nprocs_) +
+           " ranks stayed blocked" + rank_lines();
+}
+
+std::string World::rank_lines() const
+{
     std::vector<std::pair<std::string, std::vector<int>>> lines;  // in order of first rank
     std::unordered_map<std::string, std::size_t> line_of;
-    int blocked = 0;
     for (const Rank& rank : ranks_) {
-        if (rank.state == Rank::State::blocked) ++blocked;
         std::string state = describe_wait(rank);
         if (nprocs_ > one_line_each) {
             const auto [it, added] = line_of.try_emplace(state, lines.size());
@@ -60,8 +79,7 @@ std::string World::deadlock_report() const
         }
         lines.emplace_back(std::move(state), std::vector<int>{rank.id});
     }
-    std::string report = "spawn deadlocked: " + std::to_string(blocked) + " of " + std::to_string(nprocs_) +
-                         " ranks blocked, none can proceed";
+    std::string report;
     for (const auto& [state, ranks] : lines) report += "\n  " + rank_list(ranks) + ": " + state;
     return report;
 }

@@ -5,6 +5,7 @@
 
 #include <pto/mp.hpp>
 
+#include <chrono>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
@@ -16,7 +17,8 @@ namespace {
 
 constexpr std::size_t min_stack_bytes = 16 * 1024;
 
-[[noreturn]] void throw_error(const Error& error)
+// A system error's message says what failed; std::system_error adds strerror.
+[[noreturn]] void throw_error(const detail::Error& error)
 {
     if (error.sys_errno != 0) throw std::system_error(error.sys_errno, std::generic_category(), error.message);
     throw std::runtime_error(error.message);
@@ -28,6 +30,14 @@ constexpr std::size_t min_stack_bytes = 16 * 1024;
     throw SpawnError("spawn failed on ranks [" + rank + "]: rank " + rank + " raised " +
                          detail::describe_exception(failed.error),
                      {{failed.rank, failed.error}});
+}
+
+void finish(std::unique_ptr<detail::World>& world, const detail::Outcome& outcome)
+{
+    world.reset();  // unmap the stacks before anything is thrown
+    if (const auto* failed = std::get_if<detail::Failed>(&outcome)) throw_failure(*failed);
+    if (const auto* deadlock = std::get_if<detail::Deadlocked>(&outcome)) throw DeadlockError(deadlock->report);
+    if (const auto* exit = std::get_if<detail::ThreadExit>(&outcome)) detail::continue_thread_exit(*exit);
 }
 
 void refuse_inside_rank(const char* what)
@@ -47,10 +57,18 @@ void SpawnContext::join()
 {
     refuse_inside_rank("SpawnContext::join()");
     if (!world_) return;
-    const detail::Outcome outcome = world_->run();
-    world_.reset();  // unmap the stacks before anything is thrown
-    if (const auto* failed = std::get_if<detail::Failed>(&outcome)) throw_failure(*failed);
-    if (const auto* deadlock = std::get_if<detail::Deadlocked>(&outcome)) throw DeadlockError(deadlock->report);
+    finish(world_, world_->run());
+}
+
+bool SpawnContext::join(std::chrono::nanoseconds timeout)
+{
+    refuse_inside_rank("SpawnContext::join(timeout)");
+    if (!world_) return true;
+    const auto deadline = detail::World::Clock::now() + timeout;
+    const detail::Outcome outcome = world_->run(deadline);
+    if (std::holds_alternative<detail::Paused>(outcome)) return false;
+    finish(world_, outcome);
+    return true;
 }
 
 SpawnContext spawn(std::function<void(int)> fn, int nprocs, SpawnOptions options)
@@ -61,7 +79,15 @@ SpawnContext spawn(std::function<void(int)> fn, int nprocs, SpawnOptions options
     if (options.stack_bytes < min_stack_bytes)
         throw std::invalid_argument("pto::mp::spawn: stack_bytes is " + std::to_string(options.stack_bytes) +
                                     ", below the minimum of 16 KiB");
-    auto world = detail::World::create(std::move(fn), nprocs, options.stack_bytes, detail::default_switch());
+    const auto usable = detail::usable_stack_bytes(options.stack_bytes);
+    if (!usable)
+        throw std::invalid_argument("pto::mp::spawn: stack_bytes is " + std::to_string(options.stack_bytes) +
+                                    ", more than any address space holds");
+    const auto kind = detail::choose_switch(options.context);
+    if (!kind)
+        throw std::invalid_argument("pto::mp::spawn: cannot use the assembly context switch: " +
+                                    kind.error().message);
+    auto world = detail::World::create(std::move(fn), nprocs, {*usable, *kind, options.yield_only_rounds});
     if (!world) throw_error(world.error());
     SpawnContext context(std::move(*world));
     if (options.join) context.join();
@@ -102,6 +128,14 @@ bool await()
 {
     Rank& me = World::current("await");
     return me.world->await(me);
+}
+
+void withdraw(Part& part) noexcept
+{
+    // Only arrive() registers parts, and only inside a rank.
+    if (!World::in_rank()) return;
+    Rank& me = World::current("withdraw");
+    me.world->withdraw(me, part);
 }
 
 void send(Message& message, int dst)

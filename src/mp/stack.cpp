@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
+#include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -17,7 +18,8 @@ namespace pto::mp::detail {
 
 namespace {
 
-// The guard page splits each stack into two mappings.
+// The guard region and the usable part have different protections, so each
+// stack is two mappings.
 constexpr std::size_t maps_per_stack = 2;
 
 // Left for the rest of the process (malloc arenas, libraries loaded later).
@@ -30,9 +32,9 @@ std::string kib(std::size_t bytes)
 
 Error map_error(const char* call, std::size_t usable_bytes, int err)
 {
-    return sys_error(std::string(call) + " of a " + kib(usable_bytes) +
-                         " rank stack (each takes 2 of the vm.max_map_count mappings)",
-                     err);
+    return Error{std::string(call) + " of a " + kib(usable_bytes) +
+                     " rank stack (each takes 2 of the vm.max_map_count mappings)",
+                 err};
 }
 
 // -1 when the file is unreadable, as in a container without /proc.
@@ -59,10 +61,12 @@ std::size_t page_size() noexcept
     return size;
 }
 
-std::size_t round_to_pages(std::size_t bytes) noexcept
+std::optional<std::size_t> usable_stack_bytes(std::size_t bytes) noexcept
 {
     const std::size_t page = page_size();
-    return (bytes + page - 1) / page * page;
+    const std::size_t pages = bytes / page + (bytes % page != 0 ? 1 : 0);
+    if (pages > (SIZE_MAX - guard_bytes) / page) return std::nullopt;
+    return pages * page;
 }
 
 Expected<void> check_map_budget(std::size_t stacks)
@@ -86,18 +90,23 @@ Expected<void> check_map_budget(std::size_t stacks)
 
 Expected<Stack> Stack::map(std::size_t usable_bytes)
 {
-    const std::size_t page = page_size();
-    const std::size_t total = usable_bytes + page;
-    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    const std::size_t total = usable_bytes + guard_bytes;
+    // Mapped inaccessible first: such a mapping is not charged against the
+    // commit limit, so the guard regions cost no commit even with
+    // vm.overcommit_memory=2; only the usable part is made writable.
+    void* p = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (p == MAP_FAILED) return tl::unexpected(map_error("mmap", usable_bytes, errno));
-    if (mprotect(p, page, PROT_NONE) != 0) {
-        // Usually ENOMEM: splitting the mapping crossed vm.max_map_count.
+    auto* base = static_cast<std::byte*>(p);
+    if (mprotect(base + guard_bytes, usable_bytes, PROT_READ | PROT_WRITE) != 0) {
+        // ENOMEM: splitting the mapping crossed vm.max_map_count, or the
+        // commit limit refused the usable part.
         const int err = errno;
+        // Unmapping exactly what mmap returned cannot fail.
         munmap(p, total);
-        return tl::unexpected(map_error("mprotect of the guard page", usable_bytes, err));
+        return tl::unexpected(map_error("mprotect", usable_bytes, err));
     }
     Stack stack;
-    stack.base_ = static_cast<std::byte*>(p);
+    stack.base_ = base;
     stack.mapped_ = total;
     const auto usable = stack.usable();
     stack.valgrind_id_ = valgrind_register_stack(usable.data(), usable.data() + usable.size());
@@ -130,7 +139,13 @@ Stack::~Stack()
 std::span<std::byte> Stack::usable() const noexcept
 {
     if (base_ == nullptr) return {};
-    return {base_ + page_size(), mapped_ - page_size()};
+    return {base_ + guard_bytes, mapped_ - guard_bytes};
+}
+
+std::span<std::byte> Stack::guard() const noexcept
+{
+    if (base_ == nullptr) return {};
+    return {base_, guard_bytes};
 }
 
 void Stack::release() noexcept

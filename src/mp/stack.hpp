@@ -1,14 +1,21 @@
-// Rank stacks: anonymous mappings with a PROT_NONE guard page at the low end,
-// announced to valgrind, so that an overflow faults instead of corrupting the
-// neighbouring rank.
+// Rank stacks: anonymous mappings with a large PROT_NONE guard region at the
+// low end, announced to valgrind, so that an overflow faults instead of
+// corrupting the neighbouring rank.
 #pragma once
 
-#include <pto/error.hpp>
+#include "mp/result.hpp"
 
 #include <cstddef>
+#include <optional>
 #include <span>
 
 namespace pto::mp::detail {
+
+// Below each stack. A single guard page lets any frame larger than a page
+// jump over it into the next mapping, often another rank's stack (stack
+// clash); a frame has to be larger than this to do so. It costs address space
+// only: no memory, no extra mapping. 32-bit targets have little of it to spare.
+inline constexpr std::size_t guard_bytes = sizeof(void*) >= 8 ? std::size_t{1} << 20 : std::size_t{64} << 10;
 
 class Stack {
 public:
@@ -17,22 +24,27 @@ public:
     Stack& operator=(Stack&& other) noexcept;
     ~Stack();
 
-    // usable_bytes must be a multiple of the page size (see round_to_pages).
+    // usable_bytes as usable_stack_bytes returns it.
     static Expected<Stack> map(std::size_t usable_bytes);
 
-    // The writable part, above the guard page.
+    // The writable part, above the guard region.
     std::span<std::byte> usable() const noexcept;
+    // The guard region: any access to it faults.
+    std::span<std::byte> guard() const noexcept;
 
 private:
     void release() noexcept;
 
-    std::byte* base_ = nullptr;  // the guard page
-    std::size_t mapped_ = 0;     // guard page included
+    std::byte* base_ = nullptr;  // the guard region
+    std::size_t mapped_ = 0;     // guard region included
     unsigned valgrind_id_ = 0;
 };
 
 std::size_t page_size() noexcept;
-std::size_t round_to_pages(std::size_t bytes) noexcept;
+
+// `bytes` rounded up to whole pages; nothing when that, with the guard region
+// on top, does not fit in a size_t.
+std::optional<std::size_t> usable_stack_bytes(std::size_t bytes) noexcept;
 
 // Fails, before anything is mapped, when `stacks` guarded stacks would not fit
 // under vm.max_map_count next to the mappings the process already has.

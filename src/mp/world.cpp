@@ -1,5 +1,7 @@
 #include "mp/world.hpp"
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <cassert>
 #include <exception>
@@ -20,8 +22,11 @@ bool by_rank(const Rank* a, const Rank* b)
 
 }  // namespace
 
-World::World(std::function<void(int)> fn, int nprocs)
-    : fn_(std::move(fn)), nprocs_(nprocs), ranks_(static_cast<std::size_t>(nprocs))
+World::World(std::function<void(int)> fn, int nprocs, std::size_t yield_only_rounds)
+    : fn_(std::move(fn)),
+      nprocs_(nprocs),
+      ranks_(static_cast<std::size_t>(nprocs)),
+      yield_only_rounds_(yield_only_rounds)
 {
     // Reserved once, so that nothing the scheduler does between two switches
     // can fail for want of memory.
@@ -31,24 +36,27 @@ World::World(std::function<void(int)> fn, int nprocs)
     woken_.reserve(n);
     matches_.reserve(n / 2);
     collective_.parts.assign(n, nullptr);
+    guards_.reserve(n);
 }
 
-Expected<std::unique_ptr<World>> World::create(std::function<void(int)> fn, int nprocs,
-                                               std::size_t stack_bytes, SwitchKind kind)
+Expected<std::unique_ptr<World>> World::create(std::function<void(int)> fn, int nprocs, Options options)
 {
     const auto n = static_cast<std::size_t>(nprocs);
     if (auto budget = check_map_budget(n); !budget) return tl::unexpected(budget.error());
-    std::unique_ptr<World> world(new World(std::move(fn), nprocs));
-    world->main_.adopt_thread(kind);
-    const std::size_t usable = round_to_pages(stack_bytes);
+    std::unique_ptr<World> world(new World(std::move(fn), nprocs, options.yield_only_rounds));
+    world->main_.adopt_thread(options.kind);
     for (int id = 0; id < nprocs; ++id) {
         Rank& rank = world->ranks_[static_cast<std::size_t>(id)];
         rank.world = world.get();
         rank.id = id;
-        auto stack = Stack::map(usable);
+        auto stack = Stack::map(options.usable_stack_bytes);
         if (!stack) return tl::unexpected(stack.error());
         rank.stack = std::move(*stack);
-        if (auto ok = rank.context.prepare(kind, rank.stack.usable(), &World::rank_main, &rank); !ok)
+        const auto guard = rank.stack.guard();
+        world->guards_.push_back({reinterpret_cast<std::uintptr_t>(guard.data()),
+                                  reinterpret_cast<std::uintptr_t>(guard.data() + guard.size()), id,
+                                  options.usable_stack_bytes});
+        if (auto ok = rank.context.prepare(options.kind, rank.stack.usable(), &World::rank_main, &rank); !ok)
             return tl::unexpected(ok.error());
         world->yielded_.push_back(&rank);  // the first round runs every rank
     }
@@ -57,7 +65,17 @@ Expected<std::unique_ptr<World>> World::create(std::function<void(int)> fn, int 
 
 World::~World()
 {
-    unwind_started_ranks();
+    const bool suspended = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& rank) {
+        return rank.started && rank.state != Rank::State::finished;
+    });
+    // Only a stepped run left off part-way has ranks to unwind here.
+    if (suspended) {
+        const OverflowReport report(guards_);
+        unwind_started_ranks();
+        // A destructor cannot carry on a pthread_exit that a rank's own
+        // destructor began; natively, that would not return either.
+        if (exiting_ != nullptr) std::terminate();
+    }
 }
 
 Rank& World::current(const char* caller)
@@ -72,7 +90,13 @@ bool World::in_rank() noexcept
     return running != nullptr;
 }
 
-Outcome World::run()
+Outcome World::run(std::optional<Clock::time_point> deadline)
+{
+    const OverflowReport report(guards_);
+    return run_rounds(deadline);
+}
+
+Outcome World::run_rounds(std::optional<Clock::time_point> deadline)
 {
     for (;;) {
         drain();
@@ -84,20 +108,34 @@ Outcome World::run()
         woken_.clear();
         if (round_.empty()) {
             if (finished_ == nprocs_) return Completed{};
-            Deadlocked deadlock{deadlock_report()};
-            unwind_started_ranks();
-            return deadlock;
+            return end_early(Deadlocked{deadlock_report()});
         }
         // The ranks of the round pass control straight to one another; only the
         // last comes back here.
         position_ = 0;
         main_.switch_to(round_.front()->context);
         running = nullptr;
-        if (failure_) {
-            unwind_started_ranks();
-            return *failure_;
+        if (failure_) return end_early(*failure_);
+        if (exiting_ != nullptr) return end_early(ThreadExit{});
+        const bool someone_blocked = yielded_.size() + static_cast<std::size_t>(finished_) <
+                                     static_cast<std::size_t>(nprocs_);
+        if (progress_ || !someone_blocked) {
+            idle_rounds_ = 0;
+        } else if (yield_only_rounds_ != 0 && ++idle_rounds_ >= yield_only_rounds_) {
+            return end_early(Deadlocked{spin_report()});
         }
+        progress_ = false;
+        if (deadline && finished_ < nprocs_ && Clock::now() >= *deadline) return Paused{};
     }
+}
+
+// A pthread_exit beats whatever else ended the spawn, including one that a
+// rank's destructor calls while the rank is being unwound.
+Outcome World::end_early(Outcome outcome) noexcept
+{
+    unwind_started_ranks();
+    if (exiting_ != nullptr) return ThreadExit{exiting_->context.suspended_eh_state()};
+    return outcome;
 }
 
 Context& World::rank_main(void* arg) noexcept
@@ -109,6 +147,7 @@ Context& World::rank_main(void* arg) noexcept
     world.run_body(me);
     me.state = Rank::State::finished;
     ++world.finished_;
+    world.progress_ = true;
     return world.next_context();
 }
 
@@ -118,6 +157,10 @@ void World::run_body(Rank& me) noexcept
         fn_(me.id);
     } catch (const RankKilled&) {
         // Unwound because the spawn ended; not an error of this rank.
+    } catch (abi::__forced_unwind&) {
+        // pthread_exit (or cancellation): the unwinding must go on, and it can
+        // only end on the thread's own stack; this rank's part is done.
+        hand_over_thread_exit(me);
     } catch (...) {
         // Only the first failure ends the spawn; anything that escapes a rank
         // being unwound is a consequence of it.
@@ -126,6 +169,20 @@ void World::run_body(Rank& me) noexcept
             stopping_ = true;
         }
     }
+}
+
+// Leaves the catch block open for good: ending it would make glibc abort
+// ("exception not rethrown"). The spawning thread takes over the unwinding
+// from the exception state this switch saves.
+void World::hand_over_thread_exit(Rank& me) noexcept
+{
+    exiting_ = &me;
+    stopping_ = true;
+    me.state = Rank::State::finished;
+    ++finished_;
+    me.context.switch_to(main_);
+    // Nothing resumes a rank that handed over its exit.
+    std::abort();
 }
 
 Context& World::next_context() noexcept
@@ -161,6 +218,7 @@ void World::yield(Rank& me)
 bool World::block(Rank& me)
 {
     me.state = Rank::State::blocked;
+    progress_ = true;
     switch_away(me);
     me.wait = Rank::Wait::nothing;
     return may_suspend(me);
@@ -170,6 +228,7 @@ void World::wake(Rank& rank)
 {
     rank.state = Rank::State::ready;
     woken_.push_back(&rank);
+    progress_ = true;
 }
 
 // The seed's _drain_pending: send/recv pairs first, in the order they matched,
@@ -204,6 +263,19 @@ void World::unwind_started_ranks() noexcept
         running = nullptr;
         assert(rank.state == Rank::State::finished);
     }
+}
+
+void continue_thread_exit(const ThreadExit& exit)
+{
+    EhState& thread = thread_eh_state();
+    // The forced unwind is a foreign exception, and the C++ runtime cannot
+    // stack one on an exception already being handled: natively too, catching
+    // pthread_exit's unwinding inside a catch block terminates.
+    if (thread.caught_exceptions != nullptr) std::terminate();
+    thread.caught_exceptions = exit.exiting.caught_exceptions;
+    // Rethrows what the rank caught: the unwinding goes on from this frame,
+    // through the spawner's, and ends the thread as pthread_exit does.
+    throw;
 }
 
 }  // namespace pto::mp::detail

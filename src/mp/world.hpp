@@ -3,12 +3,14 @@
 #pragma once
 
 #include "mp/context.hpp"
+#include "mp/overflow.hpp"
+#include "mp/result.hpp"
 #include "mp/stack.hpp"
 
-#include <pto/error.hpp>
 #include <pto/mp.hpp>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -53,18 +55,34 @@ struct Failed {
 struct Deadlocked {
     std::string report;
 };
-using Outcome = std::variant<Completed, Failed, Deadlocked>;
+// The time budget of a stepped run was spent; run() again to go on.
+struct Paused {};
+// A rank called pthread_exit: its stack has been unwound, the other ranks
+// too, and what is left is to go on unwinding the thread (continue_thread_exit).
+struct ThreadExit {
+    EhState exiting;  // the rank's, inside its catch of the forced unwind
+};
+using Outcome = std::variant<Completed, Failed, Deadlocked, Paused, ThreadExit>;
+
+// Goes on with the pthread_exit a rank began, on the calling thread's stack.
+[[noreturn]] void continue_thread_exit(const ThreadExit& exit);
 
 class World {
 public:
-    static Expected<std::unique_ptr<World>> create(std::function<void(int)> fn, int nprocs,
-                                                   std::size_t stack_bytes, SwitchKind kind);
+    struct Options {
+        std::size_t usable_stack_bytes;  // see usable_stack_bytes()
+        SwitchKind kind;
+        std::size_t yield_only_rounds;
+    };
+    static Expected<std::unique_ptr<World>> create(std::function<void(int)> fn, int nprocs, Options options);
     World(const World&) = delete;
     World& operator=(const World&) = delete;
     ~World();
 
-    // Runs the ranks to the end, on the calling thread, outside any rank.
-    Outcome run();
+    using Clock = std::chrono::steady_clock;
+    // Runs the ranks to the end, on the calling thread, outside any rank; with a
+    // deadline, only until the first round that ends past it (Paused).
+    Outcome run(std::optional<Clock::time_point> deadline = std::nullopt);
 
     int size() const noexcept { return nprocs_; }
 
@@ -76,6 +94,7 @@ public:
     void yield(Rank& me);
     bool arrive(Rank& me, Part& part);
     bool await(Rank& me);
+    void withdraw(Rank& me, Part& part) noexcept;
     void send(Rank& me, Message& message, int dst);
     void recv(Rank& me, Message& message, int src);
 
@@ -92,10 +111,13 @@ private:
         std::shared_ptr<void> store;   // see Part::make_store
     };
 
-    World(std::function<void(int)> fn, int nprocs);
+    World(std::function<void(int)> fn, int nprocs, std::size_t yield_only_rounds);
 
     static Context& rank_main(void* rank) noexcept;
     void run_body(Rank& me) noexcept;
+    [[noreturn]] void hand_over_thread_exit(Rank& me) noexcept;
+    Outcome run_rounds(std::optional<Clock::time_point> deadline);
+    Outcome end_early(Outcome outcome) noexcept;
     Context& next_context() noexcept;
     void switch_away(Rank& me) noexcept;
     bool may_suspend(Rank& me);
@@ -105,14 +127,18 @@ private:
     void complete_collective() noexcept;
     void unwind_started_ranks() noexcept;
 
+    void check_overlap(const Rank& me, const Part& part) const;
     void check_peer(const Rank& me, int peer, const char* call) const;
     void match(Rank& sender, Rank& receiver);
     std::string describe_wait(const Rank& rank) const;
     std::string deadlock_report() const;
+    std::string spin_report() const;
+    std::string rank_lines() const;
 
     std::function<void(int)> fn_;
     int nprocs_;
     std::vector<Rank> ranks_;
+    std::vector<GuardRegion> guards_;
     Context main_;
 
     // This round's ranks in rank order, and the next round's: those that yielded
@@ -130,6 +156,14 @@ private:
     int finished_ = 0;
     bool stopping_ = false;  // a rank failed or the ranks are being unwound
     std::optional<Failed> failure_;
+    Rank* exiting_ = nullptr;  // a rank that called pthread_exit
+
+    // A rank that only yields while another is blocked may be waiting for
+    // something only a blocked rank could do: after this many rounds in a
+    // row with nothing but yields, the spawn counts as deadlocked (0: never).
+    std::size_t yield_only_rounds_;
+    std::size_t idle_rounds_ = 0;
+    bool progress_ = false;  // this round did more than yield
 };
 
 }  // namespace pto::mp::detail

@@ -3,12 +3,63 @@
 #include <doctest/doctest.h>
 #include <pto/mp.hpp>
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace mp = pto::mp;
 using mp_test::spawn_failure;
+
+namespace {
+
+// Its copy throws while `fail_copies` is positive, once per unit.
+struct FragileCopy {
+    static inline int fail_copies = 0;
+    int value = 0;
+    explicit FragileCopy(int v) : value(v) {}
+    FragileCopy(const FragileCopy& other) : value(other.value)
+    {
+        if (fail_copies > 0) {
+            --fail_copies;
+            throw std::runtime_error("copy failed");
+        }
+    }
+    FragileCopy& operator=(const FragileCopy&) = delete;
+};
+
+// Each rank gathers its rank; those in `fragile` see their first copy fail,
+// catch it and call again. Then a sum over all ranks and a barrier.
+std::vector<std::vector<int>> gather_with_retries(int nprocs, std::vector<int> fragile)
+{
+    std::vector<std::vector<int>> gathered(static_cast<std::size_t>(nprocs));
+    std::vector<int> sums(static_cast<std::size_t>(nprocs));
+    mp::spawn(
+        [&](int rank) {
+            const bool is_fragile = std::find(fragile.begin(), fragile.end(), rank) != fragile.end();
+            std::vector<FragileCopy> got;
+            try {
+                if (is_fragile) FragileCopy::fail_copies = 1;
+                got = mp::all_gather(FragileCopy(rank * 10));
+            } catch (const std::runtime_error&) {
+                mp::yield();  // let the others arrive meanwhile
+                got = mp::all_gather(FragileCopy(rank * 10));
+            }
+            for (const auto& g : got) gathered[static_cast<std::size_t>(rank)].push_back(g.value);
+            int v[1] = {rank};
+            mp::all_reduce(std::span(v));
+            sums[static_cast<std::size_t>(rank)] = v[0];
+            mp::barrier();
+        },
+        nprocs);
+    CHECK(sums == std::vector<int>(static_cast<std::size_t>(nprocs), nprocs * (nprocs - 1) / 2));
+    return gathered;
+}
+
+}  // namespace
 
 TEST_SUITE("mp.collectives")
 {
@@ -248,5 +299,93 @@ TEST_SUITE("mp.collectives")
                       mp::recv(std::span(v), -1);
                   },
                   2) == "spawn failed on ranks [0]: rank 0 raised recv: rank -1 is not a rank of this spawn (2 ranks)");
+    }
+
+    TEST_CASE("a collective whose copy throws in a rank that catches it leaves nothing registered")
+    {
+        const std::vector<std::vector<int>> want(3, std::vector<int>{0, 10, 20});
+        SUBCASE("the first rank to arrive fails") { CHECK(gather_with_retries(3, {0}) == want); }
+        SUBCASE("a later rank fails") { CHECK(gather_with_retries(3, {1}) == want); }
+        SUBCASE("the last rank fails") { CHECK(gather_with_retries(3, {2}) == want); }
+        SUBCASE("every rank fails once") { CHECK(gather_with_retries(3, {0, 1, 2}) == want); }
+        SUBCASE("a single rank") { CHECK(gather_with_retries(1, {0}) == std::vector<std::vector<int>>{{0}}); }
+    }
+
+    TEST_CASE("ranks that pass the same or overlapping buffers fail with a message")
+    {
+        static std::array<int, 8> shared{};
+        CHECK(spawn_failure(
+                  [](int) {
+                      shared.fill(1);
+                      mp::all_reduce(std::span(shared));
+                  },
+                  3) == "spawn failed on ranks [2]: rank 2 raised all_reduce: ranks 0 and 1 passed the same buffer; "
+                        "each rank needs its own, as each process has in torch");
+        CHECK(spawn_failure(
+                  [](int rank) { mp::broadcast(std::span(shared.data() + rank, 4), 0); }, 2) ==
+              "spawn failed on ranks [1]: rank 1 raised broadcast: ranks 0 and 1 passed overlapping buffers; "
+              "each rank needs its own, as each process has in torch");
+        // Adjacent is not overlapping; empty buffers overlap nothing.
+        shared.fill(0);
+        mp::spawn(
+            [](int rank) {
+                mp::all_reduce(std::span(shared.data() + 2 * rank, 2));
+                mp::all_reduce(std::span(shared.data(), 0));
+            },
+            4);
+        CHECK(shared == std::array<int, 8>{});
+    }
+
+    TEST_CASE("a caught overlap error leaves the collective open for a corrected call")
+    {
+        static std::array<int, 2> shared{};
+        std::vector<int> sums(2);
+        mp::spawn(
+            [&](int rank) {
+                if (rank == 0) {
+                    shared = {1, 1};
+                    mp::all_reduce(std::span(shared));
+                    sums[0] = shared[0];
+                    return;
+                }
+                int own[2] = {2, 2};
+                try {
+                    mp::all_reduce(std::span(shared));
+                } catch (const std::invalid_argument&) {
+                    mp::all_reduce(std::span(own));
+                }
+                sums[1] = own[0];
+            },
+            2);
+        CHECK(sums == std::vector<int>{3, 3});
+    }
+
+    TEST_CASE("integer reductions wrap on overflow, as torch's do")
+    {
+        std::vector<int> ints(2);
+        std::vector<std::int64_t> longs(2);
+        std::vector<std::int16_t> shorts(2);
+        std::vector<std::uint8_t> bytes(2);
+        mp::spawn(
+            [&](int rank) {
+                const auto r = static_cast<std::size_t>(rank);
+                int i[1] = {rank == 0 ? std::numeric_limits<int>::max() : 1};
+                mp::all_reduce(std::span(i));
+                ints[r] = i[0];
+                std::int64_t l[1] = {rank == 0 ? std::numeric_limits<std::int64_t>::max() : 2};
+                mp::all_reduce(std::span(l), mp::ReduceOp::product);
+                longs[r] = l[0];
+                std::int16_t s[1] = {300};
+                mp::all_reduce(std::span(s), mp::ReduceOp::product);
+                shorts[r] = s[0];
+                std::uint8_t b[1] = {static_cast<std::uint8_t>(rank == 0 ? 200 : 100)};
+                mp::all_reduce(std::span(b));
+                bytes[r] = b[0];
+            },
+            2);
+        CHECK(ints == std::vector<int>(2, std::numeric_limits<int>::min()));
+        CHECK(longs == std::vector<std::int64_t>(2, -2));
+        CHECK(shorts == std::vector<std::int16_t>(2, static_cast<std::int16_t>(90000 - 65536)));
+        CHECK(bytes == std::vector<std::uint8_t>(2, 44));
     }
 }

@@ -104,4 +104,66 @@ TEST_SUITE("mp.deadlock")
                         "  rank 1: all_gather #1 (int; 1 of 3 arrived)\n"
                         "  rank 2: returned");
     }
+
+    TEST_CASE("a rank that only yields while another is blocked is a deadlock that names it")
+    {
+        bool never = false;
+        std::string message;
+        try {
+            mp::spawn(
+                [&](int rank) {
+                    if (rank == 1) mp::barrier();
+                    while (!never) mp::yield();
+                },
+                3, {.yield_only_rounds = 1000});
+            FAIL("spawn did not throw");
+        } catch (const mp::DeadlockError& e) {
+            message = e.what();
+        }
+        CHECK(message ==
+              "spawn deadlocked: ranks 0,2 only yielded for 1000 rounds while 1 of 3 ranks stayed blocked\n"
+              "  rank 0: yield() only, for 1000 rounds\n"
+              "  rank 1: barrier #1 (1 of 3 arrived)\n"
+              "  rank 2: yield() only, for 1000 rounds");
+    }
+
+    TEST_CASE("yielding through a long computation while others wait is no deadlock")
+    {
+        // Each round the computing rank only yields; the count restarts when
+        // a round does anything else.
+        for (const std::size_t limit : {std::size_t{0}, std::size_t{100}}) {
+            int computed = 0;
+            mp::spawn(
+                [&](int rank) {
+                    if (rank == 0) {
+                        for (int step = 0; step < 5000; ++step) {
+                            ++computed;
+                            mp::yield();
+                            if (limit != 0 && step % 50 == 49) {
+                                int v[1] = {step};
+                                mp::send(std::span(v), 2);
+                            }
+                        }
+                    }
+                    if (rank == 2 && limit != 0)
+                        for (int i = 0; i < 100; ++i) {
+                            int v[1];
+                            mp::recv(std::span(v), 0);
+                        }
+                    mp::barrier();
+                },
+                3, {.yield_only_rounds = limit});
+            CHECK(computed == 5000);
+        }
+        // And with the default limit, without any other progress.
+        int computed = 0;
+        mp::spawn(
+            [&](int rank) {
+                if (rank == 0)
+                    for (int step = 0; step < 10'000; ++step, ++computed) mp::yield();
+                mp::barrier();
+            },
+            2);
+        CHECK(computed == 10'000);
+    }
 }

@@ -3,14 +3,48 @@
 #include <doctest/doctest.h>
 #include <pto/mp.hpp>
 
+#include <pthread.h>
+
+#include <cstdint>
+#include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace mp = pto::mp;
 using mp_test::spawn_failure;
 using mp_test::Tracked;
+
+namespace {
+
+// What the thread of the pthread_exit case saw.
+struct ExitingThread {
+    int rank_destroyed = 0;     // objects on the stacks of the ranks
+    int spawner_destroyed = 0;  // on the spawning thread's own stack
+    int after_spawn = 0;        // code after spawn that ran
+};
+
+void* spawn_then_exit(void* arg)
+{
+    auto& seen = *static_cast<ExitingThread*>(arg);
+    const Tracked spawner_object(seen.spawner_destroyed);
+    mp::spawn(
+        [&](int rank) {
+            const Tracked rank_object(seen.rank_destroyed);
+            if (rank == 1) {
+                mp::yield();
+                pthread_exit(reinterpret_cast<void*>(std::intptr_t{42}));
+            }
+            mp::barrier();
+        },
+        3);
+    ++seen.after_spawn;
+    return nullptr;
+}
+
+}  // namespace
 
 TEST_SUITE("mp.failure")
 {
@@ -246,5 +280,63 @@ TEST_SUITE("mp.failure")
             },
             4);
         CHECK(sums == std::vector<int>(4, 6));
+    }
+
+    TEST_CASE("pthread_exit in a rank ends the spawning thread after unwinding every stack")
+    {
+        ExitingThread seen;
+        pthread_t thread{};
+        REQUIRE(pthread_create(&thread, nullptr, &spawn_then_exit, &seen) == 0);
+        void* result = nullptr;
+        REQUIRE(pthread_join(thread, &result) == 0);
+        CHECK(reinterpret_cast<std::intptr_t>(result) == 42);
+        CHECK(seen.rank_destroyed == 3);
+        CHECK(seen.spawner_destroyed == 1);
+        CHECK(seen.after_spawn == 0);
+        // This thread's spawns are unaffected.
+        int runs = 0;
+        mp::spawn([&](int) { ++runs; }, 2);
+        CHECK(runs == 2);
+    }
+
+    TEST_CASE("errors carry the failing rank as error_index, like torch's ProcessRaisedException")
+    {
+        try {
+            mp::spawn(
+                [](int rank) {
+                    mp::yield();
+                    if (rank == 2) throw std::runtime_error("late");
+                },
+                4);
+            FAIL("spawn did not throw");
+        } catch (const mp::SpawnError& e) {
+            CHECK(e.error_index() == 2);
+        }
+        try {
+            mp::spawn([](int rank) { if (rank == 0) mp::barrier(); }, 2);
+            FAIL("spawn did not throw");
+        } catch (const mp::DeadlockError& e) {
+            CHECK(e.error_index() == -1);
+        }
+    }
+
+    TEST_CASE("a stack that cannot be mapped is a std::system_error that gives strerror once")
+    {
+        // Fits a size_t with its guard, but no address space.
+        const std::size_t huge = SIZE_MAX - SIZE_MAX / 8;
+        try {
+            mp::spawn([](int) {}, 1, {.stack_bytes = huge});
+            FAIL("spawn did not throw");
+        } catch (const std::system_error& e) {
+            const std::string message = e.what();
+            // ENOMEM from the kernel; valgrind's mmap says EINVAL.
+            const std::string reason = std::strerror(e.code().value());
+            INFO(message);
+            CHECK(e.code().value() != 0);
+            const auto first = message.find(reason);
+            REQUIRE(first != std::string::npos);
+            CHECK(message.find(reason, first + reason.size()) == std::string::npos);
+            CHECK(mp_test::contains(message, "vm.max_map_count"));
+        }
     }
 }

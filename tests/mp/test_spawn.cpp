@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 #include <pto/mp.hpp>
 
+#include "mp/stack.hpp"
+
 #include <cfenv>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -176,6 +179,20 @@ TEST_SUITE("mp.spawn")
         CHECK_THROWS_AS(mp::spawn([](int) {}, 2, {.stack_bytes = 4096}), std::invalid_argument);
     }
 
+    TEST_CASE("a stack size that wraps when rounded up, or with the guard, is std::invalid_argument")
+    {
+        const std::size_t page = mp::detail::page_size();
+        const std::size_t guard = mp::detail::guard_bytes;
+        for (const std::size_t bytes : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - page, SIZE_MAX - guard + 1}) {
+            INFO(bytes);
+            CHECK_THROWS_WITH_AS(mp::spawn([](int) {}, 1, {.stack_bytes = bytes}),
+                                 ("pto::mp::spawn: stack_bytes is " + std::to_string(bytes) +
+                                  ", more than any address space holds")
+                                     .c_str(),
+                                 std::invalid_argument);
+        }
+    }
+
     TEST_CASE("zero ranks is an empty spawn")
     {
         int runs = 0;
@@ -183,27 +200,32 @@ TEST_SUITE("mp.spawn")
         CHECK(runs == 0);
     }
 
-    TEST_CASE("stacks have a guard page right below them")
+    TEST_CASE("stacks have a guard region right below them, as large as promised")
     {
         // The stack pointer is in a read-write mapping whose lower neighbour
-        // is an inaccessible page.
+        // is an inaccessible region of guard_bytes or more.
         std::string below;
+        std::uintptr_t below_size = 0;
         mp::spawn(
             [&](int) {
                 const auto here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
                 FILE* maps = std::fopen("/proc/self/maps", "r");
                 REQUIRE(maps != nullptr);
                 char line[512];
-                std::uintptr_t previous_end = 0;
+                std::uintptr_t previous_start = 0, previous_end = 0;
                 std::string previous_perms;
                 while (std::fgets(line, sizeof line, maps) != nullptr) {
                     unsigned long start = 0, end = 0;
                     char perms[8] = {};
                     if (std::sscanf(line, "%lx-%lx %7s", &start, &end, perms) != 3) continue;
                     if (here >= start && here < end) {
-                        if (previous_end == start) below = previous_perms;
+                        if (previous_end == start) {
+                            below = previous_perms;
+                            below_size = previous_end - previous_start;
+                        }
                         break;
                     }
+                    previous_start = start;
                     previous_end = end;
                     previous_perms = perms;
                 }
@@ -211,6 +233,7 @@ TEST_SUITE("mp.spawn")
             },
             1, {.stack_bytes = 64 * 1024});
         CHECK(below == "---p");
+        CHECK(below_size >= mp::detail::guard_bytes);
     }
 
     TEST_CASE("each rank keeps its own floating-point rounding mode")
@@ -226,6 +249,86 @@ TEST_SUITE("mp.spawn")
             2);
         CHECK(modes == std::vector<int>{FE_UPWARD, FE_TONEAREST});
         CHECK(std::fegetround() == FE_TONEAREST);
+    }
+
+    TEST_CASE("each rank keeps its own floating-point exception flags")
+    {
+        volatile double zero = 0.0;
+        std::feclearexcept(FE_ALL_EXCEPT);
+        volatile double infinite = 1.0 / zero;
+        const bool flags_work = std::fetestexcept(FE_DIVBYZERO) != 0;
+        std::feclearexcept(FE_ALL_EXCEPT);
+        if (!flags_work) {
+            // valgrind does not emulate the flags; nothing to compare then.
+            MESSAGE("this CPU or emulator raises no floating-point flags; nothing to check");
+            return;
+        }
+        std::vector<int> raised(2, -1);
+        mp::spawn(
+            [&](int rank) {
+                if (rank == 0) infinite = 1.0 / zero;
+                mp::yield();
+                raised[static_cast<std::size_t>(rank)] = std::fetestexcept(FE_DIVBYZERO) != 0;
+            },
+            2);
+        CHECK(raised == std::vector<int>{1, 0});
+        CHECK(std::fetestexcept(FE_DIVBYZERO) == 0);
+    }
+
+    TEST_CASE("join(timeout) runs whole rounds until the ranks end or the time is spent")
+    {
+        using namespace std::chrono_literals;
+        std::vector<int> steps(3, 0);
+        int destroyed = 0;
+        auto context = mp::spawn(
+            [&](int rank) {
+                const Tracked object(destroyed);
+                for (int step = 0; step < 50; ++step) {
+                    ++steps[static_cast<std::size_t>(rank)];
+                    mp::yield();
+                }
+            },
+            3, {.join = false});
+        CHECK(steps == std::vector<int>(3, 0));
+        // A spent budget still runs one round, so that polling progresses.
+        CHECK_FALSE(context.join(0ns));
+        CHECK(steps == std::vector<int>(3, 1));
+        CHECK_FALSE(context.join(0ns));
+        CHECK(steps == std::vector<int>(3, 2));
+        int calls = 2;
+        while (!context.join(0ns)) ++calls;
+        CHECK(calls == 50);
+        CHECK(steps == std::vector<int>(3, 50));
+        CHECK(destroyed == 3);
+        CHECK(context.join(1s));
+        CHECK_NOTHROW(context.join());
+    }
+
+    TEST_CASE("join(timeout) reports failures as join() does; a context left part-run unwinds its ranks")
+    {
+        using namespace std::chrono_literals;
+        auto failing = mp::spawn(
+            [](int rank) {
+                mp::yield();
+                if (rank == 1) throw std::runtime_error("late");
+            },
+            2, {.join = false});
+        CHECK_FALSE(failing.join(0ns));
+        CHECK_THROWS_WITH_AS(failing.join(0ns), "spawn failed on ranks [1]: rank 1 raised late", mp::SpawnError);
+        CHECK(failing.join(0ns));
+
+        int destroyed = 0;
+        {
+            auto part_run = mp::spawn(
+                [&](int) {
+                    const Tracked object(destroyed);
+                    for (;;) mp::yield();
+                },
+                2, {.join = false, .yield_only_rounds = 0});
+            CHECK_FALSE(part_run.join(1ms));
+            CHECK(destroyed == 0);
+        }
+        CHECK(destroyed == 2);
     }
 
     TEST_CASE("ranks run in a thread whose exception state is the spawner's own")

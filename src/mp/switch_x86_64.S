@@ -1,0 +1,96 @@
+/* The x86-64 System V context switch; see switch.hpp.
+
+   Frame of a suspended context, from its saved stack pointer up:
+     0  MXCSR (4 bytes), x87 control word (2 bytes), padding
+     8  r15, r14, r13, r12, rbx, rbp
+    56  return address
+   The MXCSR carries the rounding mode and the sticky exception flags of
+   SSE; only the x87 control word is kept, as the ABI asks.
+
+   No shadow stack is switched: a `ret` onto another context's stack would
+   fault under CET SHSTK. So this object claims IBT (its one entry point
+   reached by an indirect branch has endbr64) but never SHSTK, which keeps
+   the linked program from being started with shadow stacks; where they are
+   on anyway, the library detects it and uses ucontext (context.cpp). */
+
+#if defined(__x86_64__) && defined(__ELF__)
+
+#if defined(__CET__) && (__CET__ & 1)
+#define LANDING_PAD endbr64
+#define X86_FEATURES 1 /* GNU_PROPERTY_X86_FEATURE_1_IBT */
+#else
+#define LANDING_PAD
+#define X86_FEATURES 0
+#endif
+
+    .text
+    .p2align 4
+    .globl pto_mp_switch
+    .hidden pto_mp_switch
+    .type pto_mp_switch, @function
+pto_mp_switch:
+    .cfi_startproc
+    LANDING_PAD
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    pushq %rbx
+    .cfi_adjust_cfa_offset 8
+    pushq %r12
+    .cfi_adjust_cfa_offset 8
+    pushq %r13
+    .cfi_adjust_cfa_offset 8
+    pushq %r14
+    .cfi_adjust_cfa_offset 8
+    pushq %r15
+    .cfi_adjust_cfa_offset 8
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .cfi_endproc
+    .size pto_mp_switch, .-pto_mp_switch
+
+/* Where a fresh context's first switch returns to: calls r13(r12), which
+   never returns. Reached by `ret`, never by an indirect branch, so it needs
+   no landing pad. The undefined return address ends unwinders' walks. */
+    .p2align 4
+    .globl pto_mp_start
+    .hidden pto_mp_start
+    .type pto_mp_start, @function
+pto_mp_start:
+    .cfi_startproc
+    .cfi_undefined rip
+    movq %r12, %rdi
+    callq *%r13
+    ud2
+    .cfi_endproc
+    .size pto_mp_start, .-pto_mp_start
+
+#if X86_FEATURES
+    .section .note.gnu.property, "a"
+    .p2align 3
+    .long 4                 /* name size */
+    .long 16                /* descriptor size */
+    .long 5                 /* NT_GNU_PROPERTY_TYPE_0 */
+    .asciz "GNU"
+    .long 0xc0000002        /* GNU_PROPERTY_X86_FEATURE_1_AND */
+    .long 4
+    .long X86_FEATURES
+    .p2align 3
+#endif
+
+#endif
+
+    .section .note.GNU-stack, "", %progbits

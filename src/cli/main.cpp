@@ -19,6 +19,7 @@
 #include "cli/read_input.hpp"
 #include "cmdfile/commands_file.hpp"
 #include "devices/discovery.hpp"
+#include "output/sink.hpp"
 #include "report/fanout.hpp"
 #include "report/json_lines.hpp"
 #include "report/junit_report.hpp"
@@ -26,6 +27,7 @@
 #include "report/output_writer.hpp"
 #include "report/status_lines.hpp"
 #include "common/unique_fd.hpp"
+#include "runner/signal_channel.hpp"
 
 namespace {
 
@@ -44,6 +46,39 @@ int error(const std::string& message)
 {
     std::cerr << "pto-par: error: " << message << "\n";
     return exit_usage;
+}
+
+// After the run and its reports: at a normal end, waits for the readers of
+// standard output and error as any filter does, until a stop signal; when
+// the run must end (its time limit, a signal) it does not wait, and says
+// how much job output could not be written. Returns the exit status.
+int finish_output(output::Sink& out, output::Sink& err, bool must_end, int status)
+{
+    output::Sink* const sinks[] = {&out, &err};
+    if (!must_end) {
+        auto signals = runner::SignalChannel::open(true);
+        auto drained = signals ? output::drain(sinks, signals->fd()) : Expected<int>(tl::unexpected(signals.error()));
+        if (!drained)
+            err.write("pto-par: error: " + drained.error().message + "\n");
+        else if (*drained != 0)
+            status = 128 + *drained;
+    }
+    for (auto* s : sinks)
+        s->flush();
+    if (out.pending() != 0)
+        err.write("pto-par: " + std::to_string(out.pending()) +
+                  " bytes of job output could not be written: standard output is not being read\n");
+    else if (out.reader_gone() && out.dropped() != 0)
+        err.write("[pto-par] standard output was closed; " + std::to_string(out.dropped()) +
+                  " bytes of job output were not written\n");
+    for (auto* s : sinks)
+        if (s->error()) {
+            err.write("pto-par: error: " + s->error()->message + "\n");
+            if (status < 2)  // 124 and 128+N say more about how the run ended
+                status = 1;
+        }
+    err.flush();
+    return status;
 }
 
 Expected<DiscoveredPool> choose_pool(const std::string& spec)
@@ -170,9 +205,23 @@ int run(int argc, char** argv)
     ro.job_timeout_s = opt.job_timeout_s;
     ro.dump_grace_s = opt.dump_grace_s;
 
-    report::StatusLines status(STDERR_FILENO, opt.verbosity, specs);
-    report::OutputWriter output(STDOUT_FILENO, opt.output);
-    report::JsonLines json(json_fd.get(), specs);
+    std::vector<std::string> spill_notes;
+    ro.spill_place = choose_spill_place([&spill_notes](const std::string& text) { spill_notes.push_back(text); },
+                                        ro.output_memory_limit);
+    auto out_sink = output::Sink::open(STDOUT_FILENO, "standard output", ro.spill_place);
+    if (!out_sink)
+        return error(out_sink.error().message);
+    auto err_sink = output::Sink::open(STDERR_FILENO, "standard error", ro.spill_place);
+    if (!err_sink)
+        return error(err_sink.error().message);
+    ro.poll_clients = {out_sink->get(), err_sink->get()};
+    ro.output_live = opt.output == report::OutputMode::stream;
+
+    report::StatusLines status(**err_sink, opt.verbosity);
+    for (const auto& text : spill_notes)
+        status.note(text);
+    report::OutputWriter output(**out_sink, opt.output);
+    report::JsonLines json(json_fd.get());
     report::Fanout fanout;
     fanout.add(&status);
     fanout.add(&output);
@@ -206,8 +255,6 @@ int run(int argc, char** argv)
 
     // A report that could not be written in full fails the run: CI reads it.
     bool reports_ok = true;
-    if (output.reader_gone())
-        status.note("standard output was closed; the jobs' output after that was not shown");
     if (json_fd && !json.ok()) {
         status.note("writing --json file '" + opt.json_path + "' failed; it is incomplete");
         reports_ok = false;
@@ -226,14 +273,16 @@ int run(int argc, char** argv)
         reports_ok = false;
     }
 
-    if (summary->stopped_by_signal != 0)
-        return 128 + summary->stopped_by_signal;
-    if (summary->timed_out)
-        return exit_run_timeout;
+    const bool must_end = summary->stopped_by_signal != 0 || summary->timed_out;
+    int status_code = reports_ok ? 0 : 1;
     for (const auto& r : summary->results)
         if (r.status != JobStatus::passed || r.output_lost != 0)
-            return 1;
-    return reports_ok ? 0 : 1;
+            status_code = 1;
+    if (summary->timed_out)
+        status_code = exit_run_timeout;
+    if (summary->stopped_by_signal != 0)
+        status_code = 128 + summary->stopped_by_signal;
+    return finish_output(**out_sink, **err_sink, must_end, status_code);
 }
 
 }  // namespace

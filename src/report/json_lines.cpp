@@ -83,12 +83,12 @@ std::string json_string(std::string_view bytes)
     return out;
 }
 
-std::string job_json(const JobResult& r, const cmdfile::JobSpec& spec)
+std::string job_json(const Job& job, const JobResult& r)
 {
     std::string o = "{\"label\":" + json_string(r.label);
-    o += ",\"seq\":" + std::to_string(spec.seq);
-    o += ",\"line\":" + std::to_string(spec.line);
-    o += ",\"command\":" + json_string(spec.command);
+    o += ",\"seq\":" + std::to_string(job.seq);
+    o += ",\"line\":" + std::to_string(job.line);
+    o += ",\"command\":" + json_string(job.command);
     o += ",\"status\":\"" + std::string(to_string(r.status)) + "\"";
     o += ",\"exit_code\":" + (r.exit_code ? std::to_string(*r.exit_code) : std::string("null"));
     o += ",\"signal\":" + (r.signal != 0 ? json_string(signal_name(r.signal)) : std::string("null"));
@@ -109,11 +109,11 @@ std::string job_json(const JobResult& r, const cmdfile::JobSpec& spec)
     return o;
 }
 
-void JsonLines::write(const JobResult& r)
+void JsonLines::write(const Job& job, const JobResult& r)
 {
-    if (!ok_ || r.index >= specs_.size())
+    if (!ok_)
         return;
-    ok_ = write_all(fd_, job_json(r, specs_[r.index]) + "\n");
+    ok_ = write_all(fd_, job_json(job, r) + "\n");
 }
 
 }  // namespace pto::report

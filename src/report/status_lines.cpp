@@ -5,7 +5,6 @@
 #include <pto/devices.hpp>
 
 #include "common/text.hpp"
-#include "report/fd_writer.hpp"
 #include "common/signal_names.hpp"
 
 namespace pto::report {
@@ -70,17 +69,18 @@ std::string format_summary_line(const Counts& c, double wall_s, int stopped_by_s
     return line + "\n";
 }
 
-void StatusLines::on_start(const Job&, const JobResult& r)
+void StatusLines::on_start(const Job& job, const JobResult& r)
 {
     if (verbosity_ < 0)
         return;
     std::string line = "[pto-par] START " + text::printable(r.label) + " pid=" + std::to_string(r.pid) +
                        " devices=" + devices_text(r.devices);
-    if (verbosity_ > 0 && r.index < specs_.size())
-        line += " line=" + std::to_string(specs_[r.index].line) + ": " + text::printable(specs_[r.index].command);
+    if (verbosity_ > 0 && job.line != 0)
+        line += " line=" + std::to_string(job.line) + ": " + text::printable(job.command);
     line += '\n';
-    // Standard error going away must not stop the run; nothing to do about it.
-    (void)write_all(fd_, line);
+    // Standard error going away must not stop the run: the sink counts what
+    // it could not write, and never blocks.
+    err_.write(line);
 }
 
 void StatusLines::on_finish(const Job&, const JobResult& r, const JobOutput&)
@@ -94,13 +94,13 @@ void StatusLines::on_finish(const Job&, const JobResult& r, const JobOutput&)
     }
     if (verbosity_ < 0 && r.status == JobStatus::passed)
         return;
-    (void)write_all(fd_, format_finish_line(r));  // see on_start
+    err_.write(format_finish_line(r));  // see on_start
 }
 
 void StatusLines::on_cancel(const Job&, const JobResult& r)
 {
     ++counts_.cancelled;
-    (void)write_all(fd_, format_finish_line(r));  // see on_start
+    err_.write(format_finish_line(r));  // see on_start
 }
 
 void StatusLines::on_stopping(const char* reason)
@@ -121,7 +121,7 @@ void StatusLines::on_timeout(const Job&, const JobResult& r, const JobOutput& ou
     if (!shown.empty() && shown.back() != '\n')
         text += '\n';
     text += "[pto-par] end of output of " + text::printable(r.label) + "\n";
-    (void)write_all(fd_, text);  // see on_start
+    err_.write(text);  // see on_start
 }
 
 void StatusLines::on_status(const StatusReport& report)
@@ -138,17 +138,17 @@ void StatusLines::on_status(const StatusReport& report)
             text += ", last: " + text::printable(last.substr(0, 200));
         text += '\n';
     }
-    (void)write_all(fd_, text);  // see on_start
+    err_.write(text);  // see on_start
 }
 
 void StatusLines::note(const std::string& text) const
 {
-    (void)write_all(fd_, "[pto-par] " + text + "\n");  // see on_start
+    err_.write("[pto-par] " + text + "\n");  // see on_start
 }
 
 void StatusLines::summary(double wall_s, int stopped_by_signal) const
 {
-    (void)write_all(fd_, format_summary_line(counts_, wall_s, stopped_by_signal));  // see on_start
+    err_.write(format_summary_line(counts_, wall_s, stopped_by_signal));  // see on_start
 }
 
 }  // namespace pto::report

@@ -2,12 +2,11 @@
 // job is the START line without an end, and a summary at the end.
 #pragma once
 
-#include <span>
 #include <string>
 
 #include <pto/scheduler.hpp>
 
-#include "cmdfile/commands_file.hpp"
+#include "output/sink.hpp"
 
 namespace pto::report {
 
@@ -18,10 +17,8 @@ struct Counts {
 class StatusLines final : public RunObserver {
 public:
     // verbosity: -1 only jobs that did not pass, 0 normal, 1 with commands.
-    StatusLines(int fd, int verbosity, std::span<const cmdfile::JobSpec> specs)
-        : fd_(fd), verbosity_(verbosity), specs_(specs)
-    {
-    }
+    // `err` must outlive this object.
+    StatusLines(output::Sink& err, int verbosity) : err_(err), verbosity_(verbosity) {}
 
     void on_start(const Job&, const JobResult&) override;
     void on_finish(const Job&, const JobResult&, const JobOutput&) override;
@@ -38,9 +35,8 @@ public:
     const Counts& counts() const { return counts_; }
 
 private:
-    int fd_;
+    output::Sink& err_;
     int verbosity_;
-    std::span<const cmdfile::JobSpec> specs_;
     Counts counts_;
 };
 

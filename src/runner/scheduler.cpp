@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <fcntl.h>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -98,7 +99,6 @@ public:
             results_[i].index = i;
             results_[i].label = jobs[i].label;
         }
-        scratch_.resize(read_chunk);
     }
 
     Expected<void> loop();
@@ -152,9 +152,9 @@ private:
     std::vector<pid_t> children_before_;  // the caller's own, never ours to stop
     bool fd_throttled_ = false;
     bool fd_notice_given_ = false;
-    std::vector<char> scratch_;
     std::vector<pollfd> pollfds_;
     std::vector<Running*> polled_;
+    std::vector<PollClient*> clients_;
 };
 
 void Run::start_ready()
@@ -187,7 +187,11 @@ bool Run::start(std::size_t index, std::vector<int> devices)
     JobResult& res = results_[index];
     const auto started = Clock::now();
 
-    auto spec = job.build ? job.build(devices) : fail("job has no build function");
+    // The spill file before the process: a job that cannot keep its output
+    // must wait, not run and lose it.
+    auto output = JobOutput::reserve(opt_.spill_place, opt_.output_memory_limit);
+    Expected<LaunchSpec> spec = !output ? tl::unexpected(output.error())
+                                : job.build ? job.build(devices) : fail("job has no build function");
     auto child = spec ? runner::launch(*spec, ctx_) : Expected<runner::Child>(tl::unexpected(spec.error()));
     if (!child) {
         const int err = child.error().sys_errno;
@@ -218,7 +222,7 @@ bool Run::start(std::size_t index, std::vector<int> devices)
     res.devices = devices;
     res.start = unix_now();
     auto r = std::make_unique<Running>();
-    r->output = JobOutput(opt_.output_memory_limit);
+    r->output = std::move(*output);
     if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
         r->limit_at = started + to_duration(*limit);
     r->index = index;
@@ -434,21 +438,15 @@ void Run::leader_exited(Running& r, int status)
 
 void Run::read_output(Running& r, bool until_empty)
 {
+    std::function<void(std::string_view)> live;
+    if (opt_.observer != nullptr && opt_.output_live)
+        live = [this, &r](std::string_view bytes) { opt_.observer->on_output(jobs_[r.index], results_[r.index], bytes); };
     for (int i = 0; r.out && (until_empty || i < reads_per_wake); ++i) {
-        const ssize_t n = read(r.out.get(), scratch_.data(), scratch_.size());
-        if (n > 0) {
-            const std::string_view bytes(scratch_.data(), static_cast<std::size_t>(n));
-            r.output.append(bytes);
-            if (opt_.observer != nullptr)
-                opt_.observer->on_output(jobs_[r.index], results_[r.index], bytes);
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
+        const auto got = r.output.take_from_pipe(r.out.get(), read_chunk, live);
+        if (got.eof)
+            r.out.reset();
+        else if (got.bytes == 0)
             return;
-        // EOF, or an error that makes the pipe unreadable: either way it is done.
-        r.out.reset();
     }
 }
 
@@ -523,6 +521,12 @@ Expected<void> Run::loop()
                 pollfds_.push_back({r->out.get(), POLLIN, 0});
                 polled_.push_back(r.get());
             }
+        clients_.clear();
+        for (PollClient* c : opt_.poll_clients)
+            if (c->poll_fd() >= 0) {
+                pollfds_.push_back({c->poll_fd(), c->poll_events(), 0});
+                clients_.push_back(c);
+            }
         const int n = poll(pollfds_.data(), pollfds_.size(), poll_timeout_ms(Clock::now()));
         if (n < 0 && errno != EINTR)
             return tl::unexpected(sys_error("poll", errno));
@@ -531,9 +535,12 @@ Expected<void> Run::loop()
         if (n > 0 && pollfds_[0].revents != 0)
             if (auto ok = handle_signals(); !ok)
                 return ok;
-        for (std::size_t i = 1; n > 0 && i < pollfds_.size(); ++i)
+        for (std::size_t i = 1; n > 0 && i <= polled_.size(); ++i)
             if (pollfds_[i].revents != 0)
                 read_output(*polled_[i - 1], false);
+        for (std::size_t i = 0; n > 0 && i < clients_.size(); ++i)
+            if (const short revents = pollfds_[1 + polled_.size() + i].revents; revents != 0)
+                clients_[i]->on_ready(revents);
         check_deadlines(Clock::now());
         finish_ended();
     }

@@ -289,7 +289,7 @@ TEST_CASE("a big spilled output streams through, UTF-8 split across chunks and a
     const fs::path file = tmp.path() / "big.xml";
     JunitReport junit(file.string(), specs, "s");
     REQUIRE(junit.open());
-    JobOutput out(4096);  // spills to its own file past 4 KiB
+    auto out = *JobOutput::reserve(pto::SpillPlace{}, 4096);  // spills to its own file past 4 KiB
     std::string all = "x";  // one byte off, so multi-byte characters straddle 64 KiB chunks
     for (int i = 0; i < 60000; ++i)
         all += (i % 1000 == 999) ? "\n" : (i % 7 == 0 ? "\xe2\x82\xac" : "\xc3\xa9");
@@ -426,7 +426,7 @@ TEST_CASE("a full $TMPDIR loses that job's output, not the report")
         const rlimit small{100000, lim.rlim_max};
         if (setrlimit(RLIMIT_FSIZE, &small) != 0)
             _exit(11);
-        JobOutput big(1 << 30);
+        JobOutput big;  // memory only: the limit hit is the report's
         big.append(std::string(200000, 'x'));
         junit.on_finish(no_job, result(specs[0], JobStatus::passed, 0), big);
         JobOutput little;

@@ -215,7 +215,7 @@ TEST_CASE("outputs past the memory limit are streamed from their spill file")
     const auto specs = specs_for({"big"});
     LogDir logs((tmp.path() / "logs").string(), specs);
     REQUIRE(logs.open());
-    JobOutput out(4096);
+    auto out = *JobOutput::reserve(pto::SpillPlace{}, 4096);
     std::string all;
     for (int i = 0; i < 3000; ++i) {
         const std::string line = "line " + std::to_string(i) + std::string(i % 97, '#') + "\n";

@@ -91,12 +91,14 @@ public:
 
 private:
     static constexpr std::size_t tail_keep = 64 * 1024;
+    static constexpr int wide_pipe = 1 << 20;
 
     void spill();
     void write_file(std::string_view bytes);
     void close_file();
 
     std::size_t memory_limit_ = default_memory_limit;
+    bool widened_ = false;  // the pipe's size, after the job printed a lot
     std::string memory_;
     int fd_ = -1;
     bool spilled_ = false;

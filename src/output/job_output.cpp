@@ -111,6 +111,7 @@ Expected<JobOutput> JobOutput::reserve(const SpillPlace& place, std::size_t memo
 
 JobOutput::JobOutput(JobOutput&& o) noexcept
     : memory_limit_(o.memory_limit_),
+      widened_(o.widened_),
       memory_(std::move(o.memory_)),
       fd_(std::exchange(o.fd_, -1)),
       spilled_(o.spilled_),
@@ -125,6 +126,7 @@ JobOutput& JobOutput::operator=(JobOutput&& o) noexcept
     if (this != &o) {
         close_file();
         memory_limit_ = o.memory_limit_;
+        widened_ = o.widened_;
         memory_ = std::move(o.memory_);
         fd_ = std::exchange(o.fd_, -1);
         spilled_ = o.spilled_;
@@ -189,6 +191,15 @@ void JobOutput::write_file(std::string_view bytes)
 JobOutput::Taken JobOutput::take_from_pipe(int fd, std::size_t max_bytes,
                                            const std::function<void(std::string_view)>& live)
 {
+    if (!widened_ && size() > memory_limit_) {
+        widened_ = true;
+        // A job that prints this much gets a wider pipe: it blocks, and
+        // wakes the loop, a sixteenth as often. Only such jobs, since the
+        // kernel counts pipe memory per user (pipe-user-pages-soft) and the
+        // jobs' own pipelines share it. Refused (EPERM past that limit):
+        // the pipe keeps working at its size.
+        (void)fcntl(fd, F_SETPIPE_SZ, wide_pipe);
+    }
     // The first memory_limit bytes are read, as most jobs print no more:
     // they never touch the disk.
     if (!live && spilled_ && !error_) {

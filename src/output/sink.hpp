@@ -3,6 +3,8 @@
 // poll (a Sink is a PollClient), in bounded memory and beyond that in a
 // backlog file, so a pager, a paused terminal or a stalled tee never delays
 // a signal, a time limit, a reap or the next start (MPD's BufferedSocket).
+// A reader that leaves is seen as EPIPE when the process ignores SIGPIPE,
+// as pto-par does.
 #pragma once
 
 #include <cstddef>

@@ -53,6 +53,11 @@ Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vec
         dup2(in[0], 0);
         dup2(out[1], 1);
         dup2(err[1], 2);
+        if (!setup.stdout_path.empty()) {
+            const int fd = open(setup.stdout_path.c_str(), O_WRONLY | O_CLOEXEC);
+            if (fd < 0 || dup2(fd, 1) != 1)
+                _exit(126);
+        }
         // Only 0, 1 and 2 go to the program, so fd-leak checks see its own.
         closefrom(3);
         sigset_t none;
@@ -74,6 +79,11 @@ Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vec
         close(out[0]);
         out[0] = -1;
     }
+    for (const auto& [stalled, fd] : {std::pair{setup.stdout_stalled, &out[0]}, std::pair{setup.stderr_stalled, &err[0]}})
+        if (stalled) {
+            stalled_.push_back(*fd);
+            *fd = -1;
+        }
     out_fd_ = out[0];
     err_fd_ = err[0];
     // Small inputs only; a larger one would need polling the write side.
@@ -92,6 +102,8 @@ Process::~Process()
         close(out_fd_);
     if (err_fd_ >= 0)
         close(err_fd_);
+    for (int fd : stalled_)
+        close(fd);
 }
 
 void Process::send(int sig) const

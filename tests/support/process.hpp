@@ -23,8 +23,12 @@ struct Finished {
 
 // How the program's world differs from ours, beyond its environment.
 struct Setup {
-    std::vector<std::pair<int, unsigned long>> limits;  // setrlimit(resource, soft=hard=value)
+    std::vector<std::pair<int, unsigned long>> limits{};  // setrlimit(resource, soft=hard=value)
     bool stdout_closed = false;  // its stdout is a pipe whose reader has already gone
+    // A pipe that is kept open but never read (a pager that stopped).
+    bool stdout_stalled = false;
+    bool stderr_stalled = false;
+    std::string stdout_path{};   // its stdout opened on this file instead (/dev/full)
 };
 
 class Process {
@@ -49,6 +53,7 @@ private:
     void pump(int timeout_ms);
 
     pid_t pid_ = -1;
+    std::vector<int> stalled_;  // read ends nobody reads
     int out_fd_ = -1;
     int err_fd_ = -1;
     std::string out_;

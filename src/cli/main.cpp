@@ -196,6 +196,7 @@ int run(int argc, char** argv)
     }
 
     const cli::JobWorld world{opt.shell, opt.device_env, &*pool};
+    auto jobs = cli::build_jobs(specs, world);
     RunOptions ro;
     ro.pool = pool->ids;
     ro.max_parallel = max_parallel;
@@ -229,14 +230,14 @@ int run(int argc, char** argv)
         fanout.add(&json);
     std::optional<report::JunitReport> junit;
     if (!opt.junit_path.empty()) {
-        junit.emplace(opt.junit_path, specs, suite_name(opt.file));
+        junit.emplace(opt.junit_path, jobs, suite_name(opt.file));
         if (auto ok = junit->open(); !ok)
             return error(ok.error().message);
         fanout.add(&*junit);
     }
     std::optional<report::LogDir> logs;
     if (!opt.log_dir.empty()) {
-        logs.emplace(opt.log_dir, specs);
+        logs.emplace(opt.log_dir, jobs);
         if (auto ok = logs->open(); !ok)
             return error(ok.error().message);
         fanout.add(&*logs);
@@ -247,7 +248,7 @@ int run(int argc, char** argv)
         status.note(plan_header);
 
     const auto t0 = std::chrono::steady_clock::now();
-    auto summary = run_jobs(cli::build_jobs(specs, world), ro);
+    auto summary = run_jobs(std::move(jobs), ro);
     if (!summary)
         return error(summary.error().message);
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

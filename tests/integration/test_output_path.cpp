@@ -56,6 +56,23 @@ TEST_CASE("SIGINT while standard output is stalled stops the run at once")
     CHECK(r.err.find("bytes of job output could not be written") != std::string::npos);
 }
 
+TEST_CASE("at a normal end pto-par waits for the reader, until a stop signal")
+{
+    TempDir dir;
+    Setup setup;
+    setup.stdout_stalled = true;
+    Process p({pto_par(), "-d", "none", dir.write("d.cmds", "@0,label=done head -c 1000000 /dev/zero\n")}, {}, {},
+              setup);
+    REQUIRE(p.wait_for_stderr("1 passed", 10s));
+    std::this_thread::sleep_for(500ms);
+    CHECK(process_alive(p.pid()));  // as cat would, it waits for its reader
+    p.send(SIGTERM);
+    const auto r = p.wait(30s);
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.exit_code == 143);
+    CHECK(r.err.find("bytes of job output could not be written") != std::string::npos);
+}
+
 TEST_CASE("a reader of standard error that never reads does not hold up --timeout either")
 {
     TempDir dir;

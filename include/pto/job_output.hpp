@@ -1,9 +1,9 @@
 // Everything one job wrote to its stdout+stderr pipe, byte-exact, in bounded
 // memory: past a limit the bytes go to an unlinked temporary file, so a job
-// may print gigabytes without growing the runner. The file is opened before
-// the job starts (reserve), so that a shortage of file descriptors or an
-// unusable directory is known while the job can still wait, never after it
-// has printed.
+// may print gigabytes without growing the runner. The file's descriptor is
+// reserved before the job starts (reserve), so that a shortage of file
+// descriptors is known while the job can still wait, never after it has
+// printed; the directory is tried once, at run start (choose_spill_place).
 #pragma once
 
 #include <cstddef>
@@ -41,8 +41,9 @@ public:
     // Memory only, whatever the size: for jobs that never ran and for tests.
     JobOutput() = default;
 
-    // Opens the spill file now (unless `place` is memory_only); EMFILE and
-    // ENFILE come back as errors for the caller to wait on.
+    // Reserves the spill file's descriptor now (unless `place` is
+    // memory_only); EMFILE and ENFILE come back as errors for the caller to
+    // wait on. The file is made in `place` when the output outgrows memory.
     static Expected<JobOutput> reserve(const SpillPlace& place, std::size_t memory_limit = default_memory_limit);
 
     JobOutput(JobOutput&& o) noexcept;
@@ -99,8 +100,9 @@ private:
 
     std::size_t memory_limit_ = default_memory_limit;
     bool widened_ = false;  // the pipe's size, after the job printed a lot
+    SpillPlace place_{{}, true};  // where to spill; memory_only: never
     std::string memory_;
-    int fd_ = -1;
+    int fd_ = -1;           // /dev/null until spilled, then the spill file
     bool spilled_ = false;
     std::uint64_t file_size_ = 0;
     std::uint64_t dropped_ = 0;

@@ -190,8 +190,8 @@ bool Run::start(std::size_t index, std::vector<int> devices)
     JobResult& res = results_[index];
     const auto started = Clock::now();
 
-    // The spill file before the process: a job that cannot keep its output
-    // must wait, not run and lose it.
+    // The spill file's descriptor before the process: a job that could not
+    // keep its output must wait, not run and lose it.
     auto output = JobOutput::reserve(opt_.spill_place, opt_.output_memory_limit);
     Expected<LaunchSpec> spec = !output ? tl::unexpected(output.error())
                                 : job.build ? job.build(devices) : fail("job has no build function");

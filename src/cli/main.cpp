@@ -66,7 +66,7 @@ int finish_output(output::Sink& out, output::Sink& err, bool must_end, int statu
     for (auto* s : sinks)
         s->flush();
     if (out.pending() != 0)
-        err.write("pto-par: " + std::to_string(out.pending()) +
+        err.write("[pto-par] " + std::to_string(out.pending()) +
                   " bytes of job output could not be written: standard output is not being read\n");
     else if (out.reader_gone() && out.dropped() != 0)
         err.write("[pto-par] standard output was closed; " + std::to_string(out.dropped()) +

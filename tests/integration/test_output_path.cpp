@@ -139,7 +139,11 @@ TEST_CASE("memory stays bounded while a stalled reader leaves hundreds of MB unw
     REQUIRE(said.size() == 1);
     CHECK(std::stoull(said[0].substr(said[0].find(' ') + 1)) > 200000000);
     // ru_maxrss of pto-par and the job's processes, the largest of them.
+    MESSAGE("peak RSS " << r.max_rss_kib << " KiB");
+#if !defined(__SANITIZE_ADDRESS__)
+    // (ASan keeps freed memory in quarantine, up to 256 MiB: no bound to see.)
     CHECK(r.max_rss_kib < 32 * 1024);
+#endif
 }
 
 }

@@ -1,6 +1,9 @@
 // Everything one job wrote to its stdout+stderr pipe, byte-exact, in bounded
-// memory: past a limit the bytes go to an unlinked temporary file in $TMPDIR
-// (or /tmp), so a job may print gigabytes without growing the runner.
+// memory: past a limit the bytes go to an unlinked temporary file, so a job
+// may print gigabytes without growing the runner. The file's descriptor is
+// reserved before the job starts (reserve), so that a shortage of file
+// descriptors is known while the job can still wait, never after it has
+// printed; the directory is tried once, at run start (choose_spill_place).
 #pragma once
 
 #include <cstddef>
@@ -14,25 +17,64 @@
 
 namespace pto {
 
+// Where spill files are made.
+struct SpillPlace {
+    std::string dir;           // empty: $TMPDIR, else /tmp
+    bool memory_only = false;  // no usable directory: output stays in memory, unbounded
+};
+
+// At run start: the first of $TMPDIR, /tmp, /var/tmp, /dev/shm where a spill
+// file can be made and written, else memory only. When that is not $TMPDIR
+// (or /tmp without one), `notice` is told once what happens instead, e.g.
+// "$TMPDIR '/x' is not writable (Permission denied); job output past 1 MiB
+// goes to /tmp instead".
+SpillPlace choose_spill_place(const std::function<void(const std::string&)>& notice,
+                              std::size_t memory_limit);
+
+// An unlinked temporary file in `place` (never memory_only), read-write.
+Expected<int> open_spill_file(const SpillPlace& place);
+
 class JobOutput {
 public:
     static constexpr std::size_t default_memory_limit = 1 << 20;
 
-    explicit JobOutput(std::size_t memory_limit = default_memory_limit) : memory_limit_(memory_limit) {}
+    // Memory only, whatever the size: for jobs that never ran and for tests.
+    JobOutput() = default;
+
+    // Reserves the spill file's descriptor now (unless `place` is
+    // memory_only); EMFILE and ENFILE come back as errors for the caller to
+    // wait on. The file is made in `place` when the output outgrows memory.
+    static Expected<JobOutput> reserve(const SpillPlace& place, std::size_t memory_limit = default_memory_limit);
+
     JobOutput(JobOutput&& o) noexcept;
     JobOutput& operator=(JobOutput&& o) noexcept;
     JobOutput(const JobOutput&) = delete;
     JobOutput& operator=(const JobOutput&) = delete;
     ~JobOutput();
 
-    // Keeps the bytes. If the temporary file cannot take them (a full disk),
+    // Keeps the bytes. If the spill file cannot take them (a full disk),
     // they are counted in dropped() and error() says why; the run goes on.
     void append(std::string_view bytes);
+
+    struct Taken {
+        std::size_t bytes = 0;  // 0 and !eof: the pipe is empty for now
+        bool eof = false;       // the write end is closed, or the pipe is unreadable
+    };
+    // Takes what the non-blocking pipe `fd` holds, at most `max_bytes`.
+    // With `live` the bytes pass through memory and `live` sees them; without
+    // it, once spilled, they go from the pipe to the file by splice(2) and
+    // never through user space.
+    Taken take_from_pipe(int fd, std::size_t max_bytes, const std::function<void(std::string_view)>& live);
 
     std::uint64_t size() const { return spilled_ ? file_size_ : memory_.size(); }  // bytes kept
     std::uint64_t dropped() const { return dropped_; }
     const std::optional<Error>& error() const { return error_; }
     bool spilled() const { return spilled_; }
+
+    // The kept bytes are memory() followed, when spilled(), by file bytes
+    // [0, size()) of spill_fd(): what lets a sink send them in the kernel.
+    std::string_view memory() const { return memory_; }
+    int spill_fd() const { return fd_; }
 
     // Hands the kept bytes to `sink` in order, in chunks of at most 64 KiB
     // once spilled. A sink that returns false stops the walk.
@@ -41,24 +83,26 @@ public:
     // All kept bytes as one string; for small outputs and tests.
     Expected<std::string> str() const;
 
-    // The last `max_bytes` bytes written (at most 64 KiB are remembered).
-    std::string_view tail(std::size_t max_bytes) const;
+    // The last `max_bytes` bytes kept (at most 64 KiB), read back from the
+    // spill file when spilled; empty if it cannot be read.
+    std::string tail(std::size_t max_bytes) const;
 
     // The last line, complete or not, without its newline (status reports).
-    std::string_view last_line() const;
+    std::string last_line() const;
 
 private:
     static constexpr std::size_t tail_keep = 64 * 1024;
+    static constexpr int wide_pipe = 1 << 20;
 
     void spill();
     void write_file(std::string_view bytes);
-    void remember_tail(std::string_view bytes);
     void close_file();
 
-    std::size_t memory_limit_;
+    std::size_t memory_limit_ = default_memory_limit;
+    bool widened_ = false;  // the pipe's size, after the job printed a lot
+    SpillPlace place_{{}, true};  // where to spill; memory_only: never
     std::string memory_;
-    std::string tail_;
-    int fd_ = -1;
+    int fd_ = -1;           // /dev/null until spilled, then the spill file
     bool spilled_ = false;
     std::uint64_t file_size_ = 0;
     std::uint64_t dropped_ = 0;

@@ -171,6 +171,10 @@ struct RunOptions {
     std::optional<double> job_timeout_s;  // each job's, unless Job::timeout_s
     double dump_grace_s = 2.0;        // SIGUSR1 -> the stop, for a timed-out job to print its stacks
     std::size_t output_memory_limit = JobOutput::default_memory_limit;  // per job, before spilling to a file
+    SpillPlace spill_place;           // where the spill files are made (see choose_spill_place)
+    // Some observer needs on_output (a live view). Without it a job's bytes
+    // go from its pipe to its spill file in the kernel (splice).
+    bool output_live = true;
     bool handle_signals = true;       // SIGINT/SIGTERM/SIGHUP stop the run, SIGUSR1 asks for status
     bool keep_output = false;         // copy each job's output into JobResult::output
     // At the end, stop the processes that left their job's process group and

@@ -21,6 +21,7 @@
 #include "cli/read_input.hpp"
 #include "cmdfile/commands_file.hpp"
 #include "devices/discovery.hpp"
+#include "output/sink.hpp"
 #include "plan/plan.hpp"
 #include "report/fanout.hpp"
 #include "report/json_lines.hpp"
@@ -30,6 +31,7 @@
 #include "report/status_lines.hpp"
 #include "common/signal_names.hpp"
 #include "common/unique_fd.hpp"
+#include "runner/signal_channel.hpp"
 
 namespace {
 
@@ -48,6 +50,38 @@ int error(const std::string& message)
 {
     std::cerr << "pto-par: error: " << message << "\n";
     return exit_usage;
+}
+
+// After the run and its reports: at a normal end, waits for the readers of
+// standard output and error as any filter does, until a stop signal; when
+// the run must end (its time limit, a signal) it does not wait, and says
+// how much job output could not be written. Returns the exit status.
+int finish_output(output::Sink& out, output::Sink& err, cli::EarlySignals& signals, bool must_end, int status)
+{
+    output::Sink* const sinks[] = {&out, &err};
+    if (!must_end) {
+        auto drained = output::drain(sinks, signals.fd());
+        if (!drained)
+            err.write("pto-par: error: " + drained.error().message + "\n");
+        else if (*drained != 0)
+            status = 128 + *drained;
+    }
+    for (auto* s : sinks)
+        s->flush();
+    if (out.pending() != 0)
+        err.write("[pto-par] " + std::to_string(out.pending()) +
+                  " bytes of job output could not be written: standard output is not being read\n");
+    else if (out.reader_gone() && out.dropped() != 0)
+        err.write("[pto-par] standard output was closed; " + std::to_string(out.dropped()) +
+                  " bytes of job output were not written\n");
+    for (auto* s : sinks)
+        if (s->error()) {
+            err.write("pto-par: error: " + s->error()->message + "\n");
+            if (status < 2)  // 124 and 128+N say more about how the run ended
+                status = 1;
+        }
+    err.flush();
+    return status;
 }
 
 Expected<DiscoveredPool> choose_pool(const std::string& spec)
@@ -205,6 +239,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (auto ok = cli::check_reports(opt, in->identity); !ok)
         return usage_error(ok.error().message);
     auto input = cli::read_input(*in, signals);
+    in->owned.reset();  // read in full: its descriptor is one a job may need
     if (!input)
         return error(input.error().message);
     if (input->stop_signal != 0)
@@ -265,6 +300,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     }
 
     const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries};
+    auto jobs = cli::build_jobs(specs, world);
     RunOptions ro;
     ro.pool = pool->ids;
     ro.max_parallel = max_parallel;
@@ -277,9 +313,23 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     ro.port_low = opt.port_low;
     ro.port_high = opt.port_high;
 
-    report::StatusLines status(STDERR_FILENO, opt.verbosity, specs);
-    report::OutputWriter output(STDOUT_FILENO, opt.output);
-    report::JsonLines json(json_fd.get(), specs);
+    std::vector<std::string> spill_notes;
+    ro.spill_place = choose_spill_place([&spill_notes](const std::string& text) { spill_notes.push_back(text); },
+                                        ro.output_memory_limit);
+    auto out_sink = output::Sink::open(STDOUT_FILENO, "standard output", ro.spill_place);
+    if (!out_sink)
+        return error(out_sink.error().message);
+    auto err_sink = output::Sink::open(STDERR_FILENO, "standard error", ro.spill_place);
+    if (!err_sink)
+        return error(err_sink.error().message);
+    ro.poll_clients = {out_sink->get(), err_sink->get()};
+    ro.output_live = opt.output == report::OutputMode::stream;
+
+    report::StatusLines status(**err_sink, opt.verbosity);
+    for (const auto& text : spill_notes)
+        status.note(text);
+    report::OutputWriter output(**out_sink, opt.output);
+    report::JsonLines json(json_fd.get());
     report::Fanout fanout;
     fanout.add(&status);
     fanout.add(&output);
@@ -287,14 +337,14 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         fanout.add(&json);
     std::optional<report::JunitReport> junit;
     if (!opt.junit_path.empty()) {
-        junit.emplace(opt.junit_path, specs, suite_name(opt.file));
+        junit.emplace(opt.junit_path, jobs, suite_name(opt.file));
         if (auto ok = junit->open(); !ok)
             return error(ok.error().message);
         fanout.add(&*junit);
     }
     std::optional<report::LogDir> logs;
     if (!opt.log_dir.empty()) {
-        logs.emplace(opt.log_dir, specs);
+        logs.emplace(opt.log_dir, jobs);
         if (auto ok = logs->open(); !ok)
             return error(ok.error().message);
         fanout.add(&*logs);
@@ -309,7 +359,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     }
 
     const auto t0 = std::chrono::steady_clock::now();
-    auto summary = run_jobs(cli::build_jobs(specs, world), ro);
+    auto summary = run_jobs(std::move(jobs), ro);
     if (!summary)
         return error(summary.error().message);
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -317,8 +367,6 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
 
     // A report that could not be written in full fails the run: CI reads it.
     bool reports_ok = true;
-    if (output.reader_gone())
-        status.note("standard output was closed; the jobs' output after that was not shown");
     if (json_fd && !json.ok()) {
         status.note("writing --json file '" + opt.json_path + "' failed; it is incomplete");
         reports_ok = false;
@@ -337,20 +385,23 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         reports_ok = false;
     }
 
-    if (summary->stopped_by_signal != 0)
-        return 128 + summary->stopped_by_signal;
-    // The signals that came after run_jobs were held until the reports
-    // were complete; a stop signal among them now decides the exit status.
-    if (const int sig = stop_signal_now(signals, "all jobs ended; the reports are written"); sig != 0) {
-        status.note("stopped by " + signal_name(sig) + " after the last job ended; the reports are complete");
-        return 128 + sig;
-    }
-    if (summary->timed_out)
-        return exit_run_timeout;
+    bool must_end = summary->stopped_by_signal != 0 || summary->timed_out;
+    int status_code = reports_ok ? 0 : 1;
     for (const auto& r : summary->results)
         if ((r.status != JobStatus::passed && r.status != JobStatus::flaky) || r.output_lost != 0)
-            return 1;
-    return reports_ok ? 0 : 1;
+            status_code = 1;
+    if (summary->timed_out)
+        status_code = exit_run_timeout;
+    if (summary->stopped_by_signal != 0) {
+        status_code = 128 + summary->stopped_by_signal;
+    } else if (const int sig = stop_signal_now(signals, "all jobs ended; the reports are written"); sig != 0) {
+        // Held until the reports were complete; now it decides the exit
+        // status, and the output still queued for a slow reader is not waited for.
+        status.note("stopped by " + signal_name(sig) + " after the last job ended; the reports are complete");
+        status_code = 128 + sig;
+        must_end = true;
+    }
+    return finish_output(**out_sink, **err_sink, signals, must_end, status_code);
 }
 
 }  // namespace

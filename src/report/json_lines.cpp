@@ -53,12 +53,12 @@ std::string json_string(std::string_view bytes)
     return out;
 }
 
-std::string job_json(const JobResult& r, const cmdfile::JobSpec& spec)
+std::string job_json(const Job& job, const JobResult& r)
 {
     std::string o = "{\"label\":" + json_string(r.label);
-    o += ",\"seq\":" + std::to_string(spec.seq);
-    o += ",\"line\":" + std::to_string(spec.line);
-    o += ",\"command\":" + json_string(spec.command);
+    o += ",\"seq\":" + std::to_string(job.seq);
+    o += ",\"line\":" + std::to_string(job.line);
+    o += ",\"command\":" + json_string(job.command);
     o += ",\"status\":\"" + std::string(to_string(r.status)) + "\"";
     o += ",\"exit_code\":" + (r.exit_code ? std::to_string(*r.exit_code) : std::string("null"));
     o += ",\"signal\":" + (r.signal != 0 ? json_string(signal_name(r.signal)) : std::string("null"));
@@ -75,15 +75,35 @@ std::string job_json(const JobResult& r, const cmdfile::JobSpec& spec)
         o += ",\"stragglers\":" + std::to_string(r.stragglers);
     if (!r.error.empty())
         o += ",\"error\":" + json_string(r.error);
+    if (!r.attempts.empty()) {
+        // Every try, the last one included, oldest first.
+        const auto attempt = [](JobStatus status, const std::optional<int>& exit_code, int signal,
+                                const std::vector<int>& devices, double start, double end, double duration) {
+            std::string a = "{\"status\":\"" + std::string(to_string(status)) + "\"";
+            a += ",\"exit_code\":" + (exit_code ? std::to_string(*exit_code) : std::string("null"));
+            a += ",\"signal\":" + (signal != 0 ? json_string(signal_name(signal)) : std::string("null"));
+            a += ",\"devices\":[";
+            for (std::size_t i = 0; i < devices.size(); ++i)
+                a += (i ? "," : "") + std::to_string(devices[i]);
+            a += "],\"start\":" + number(start) + ",\"end\":" + number(end) + ",\"duration_s\":" + number(duration) +
+                 "}";
+            return a;
+        };
+        o += ",\"attempts\":[";
+        for (const auto& a : r.attempts)
+            o += attempt(a.status, a.exit_code, a.signal, a.devices, a.start, a.end, a.duration_s) + ",";
+        const JobStatus last = r.status == JobStatus::flaky ? JobStatus::passed : r.status;
+        o += attempt(last, r.exit_code, r.signal, r.devices, r.start, r.end, r.duration_s) + "]";
+    }
     o += "}";
     return o;
 }
 
-void JsonLines::write(const JobResult& r)
+void JsonLines::write(const Job& job, const JobResult& r)
 {
-    if (!ok_ || r.index >= specs_.size())
+    if (!ok_)
         return;
-    ok_ = write_all(fd_, job_json(r, specs_[r.index]) + "\n");
+    ok_ = write_all(fd_, job_json(job, r) + "\n");
 }
 
 }  // namespace pto::report

@@ -269,9 +269,18 @@ std::string xml_escape(std::string_view bytes, bool attribute)
 
 // ---- JunitReport ----
 
-JunitReport::JunitReport(std::string path, std::span<const cmdfile::JobSpec> specs, std::string suite_name)
-    : path_(std::move(path)), specs_(specs), suite_(std::move(suite_name))
+JunitReport::JunitReport(std::string path, std::span<const Job> jobs, std::string suite_name)
+    : path_(std::move(path)), suite_(std::move(suite_name))
 {
+    // A job the run never reports (it ended before it could start) is still
+    // a testcase, so every job is accounted for: skipped, until told more.
+    cases_.resize(jobs.size());
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        JobResult r;
+        r.index = i;
+        r.label = jobs[i].label;
+        cases_[i].head = testcase_head(jobs[i], r);
+    }
 }
 
 JunitReport::~JunitReport()
@@ -353,14 +362,13 @@ Expected<void> JunitReport::open()
     }
     spool_ = std::move(*spool);
     spool_size_ = 0;
-    cases_.assign(specs_.size(), Case{});
     timestamp_ = local_timestamp();
     hostname_ = host_name();
     opened_ = true;
     return {};
 }
 
-std::string JunitReport::testcase_head(const JobResult& r) const
+std::string JunitReport::testcase_head(const Job& job, const JobResult& r) const
 {
     std::string h = "  <testcase" + attr("name", r.label) + attr("classname", suite_) +
                     attr("time", fixed(r.duration_s, 3)) + ">\n";
@@ -368,11 +376,10 @@ std::string JunitReport::testcase_head(const JobResult& r) const
     const auto property = [&h](std::string_view name, std::string_view value) {
         h += "      <property" + attr("name", name) + attr("value", value) + "/>\n";
     };
-    if (r.index < specs_.size()) {
-        const auto& spec = specs_[r.index];
-        property("seq", std::to_string(spec.seq));
-        property("line", std::to_string(spec.line));
-        property("command", spec.command);
+    if (job.seq != 0) {
+        property("seq", std::to_string(job.seq));
+        property("line", std::to_string(job.line));
+        property("command", job.command);
     }
     property("devices", r.devices.empty() ? std::string("none") : format_device_range(r.devices));
     if (r.pid > 0)
@@ -383,6 +390,7 @@ std::string JunitReport::testcase_head(const JobResult& r) const
 
     switch (r.status) {
     case JobStatus::passed: break;
+    case JobStatus::flaky: break;  // a passing testcase; its failed tries follow as <flakyFailure>
     case JobStatus::failed: h += "    <failure" + attr("message", failure_message(r)) + "/>\n"; break;
     case JobStatus::timeout:
         h += "    <error" + attr("message", "timed out after " + fixed(r.duration_s, 1) + "s") +
@@ -396,14 +404,14 @@ std::string JunitReport::testcase_head(const JobResult& r) const
     return h;
 }
 
-void JunitReport::record(const JobResult& r, const JobOutput* output)
+void JunitReport::record(const Job& job, const JobResult& r, const JobOutput* output)
 {
     if (!opened_ || r.index >= cases_.size())
         return;
     Case& c = cases_[r.index];
     c.reported = true;
     c.status = r.status;
-    c.head = testcase_head(r);
+    c.head = testcase_head(job, r);
     c.note = r.error;
     c.offset = spool_size_;
     c.length = 0;
@@ -457,14 +465,28 @@ void JunitReport::record(const JobResult& r, const JobOutput* output)
     spool_size_ += written;
 }
 
-void JunitReport::on_finish(const Job&, const JobResult& r, const JobOutput& output)
+void JunitReport::on_finish(const Job& job, const JobResult& r, const JobOutput& output)
 {
-    record(r, &output);
+    record(job, r, &output);
 }
 
-void JunitReport::on_cancel(const Job&, const JobResult& r)
+void JunitReport::on_cancel(const Job& job, const JobResult& r)
 {
-    record(r, nullptr);
+    record(job, r, nullptr);
+}
+
+void JunitReport::on_retry(const Job&, const JobResult& r, const JobOutput& output)
+{
+    if (!opened_ || r.index >= cases_.size())
+        return;
+    // The try's last 64 KiB: enough to see why it failed, bounded however
+    // often a job is tried.
+    const std::string tail = output.tail(64 * 1024);
+    const bool timed_out = r.status == JobStatus::timeout;
+    cases_[r.index].reruns.push_back(
+        {timed_out, attr("message", timed_out ? "timed out after " + fixed(r.duration_s, 1) + "s" : failure_message(r)) +
+                        attr("type", timed_out ? "timeout" : "failure"),
+         tail.empty() ? std::string() : "<system-out>" + xml_escape(tail) + "</system-out>"});
 }
 
 Expected<void> JunitReport::close(double wall_s)
@@ -499,15 +521,12 @@ Expected<void> JunitReport::close(double wall_s)
     std::string piece(piece_size, '\0');
     for (std::size_t i = 0; i < cases_.size() && w.error() == 0; ++i) {
         const Case& c = cases_[i];
-        if (!c.reported) {
-            // The run ended without a word about it (it could not start
-            // at all): still a testcase, so every job is accounted for.
-            JobResult r;
-            r.index = i;
-            r.label = specs_[i].label;
-            w.put(testcase_head(r));
-        } else {
-            w.put(c.head);
+        w.put(c.head);
+        for (const auto& rerun : c.reruns) {
+            const bool passed_later = c.status == JobStatus::flaky;
+            const char* name = passed_later ? (rerun.error ? "flakyError" : "flakyFailure")
+                                            : (rerun.error ? "rerunError" : "rerunFailure");
+            w.put("    <" + std::string(name) + rerun.message + ">" + rerun.body + "</" + name + ">\n");
         }
         if (c.length > 0) {
             w.put("    <system-out>");

@@ -16,16 +16,15 @@
 
 #include <pto/scheduler.hpp>
 
-#include "cmdfile/commands_file.hpp"
 #include "common/unique_fd.hpp"
 
 namespace pto::report {
 
 class JunitReport final : public RunObserver {
 public:
-    // `specs` must outlive this object; `suite_name` names the testsuite and
+    // One testcase per job of `jobs`, in their order; `suite_name` names the testsuite and
     // is every testcase's classname.
-    JunitReport(std::string path, std::span<const cmdfile::JobSpec> specs, std::string suite_name);
+    JunitReport(std::string path, std::span<const Job> jobs, std::string suite_name);
     ~JunitReport() override;
     JunitReport(const JunitReport&) = delete;
     JunitReport& operator=(const JunitReport&) = delete;
@@ -37,6 +36,7 @@ public:
 
     void on_finish(const Job&, const JobResult& r, const JobOutput& output) override;
     void on_cancel(const Job&, const JobResult& r) override;
+    void on_retry(const Job&, const JobResult& r, const JobOutput& output) override;
 
     // Writes FILE. Jobs never reported to this observer count as skipped, so
     // every job of the file is in the report. Call once, on every exit path.
@@ -50,18 +50,26 @@ private:
     struct Case {
         bool reported = false;
         JobStatus status = JobStatus::cancelled;
-        std::string head;       // <testcase ...> up to the output
+        std::string head;       // <testcase ...> up to the output; a skipped one until reported
         std::string note;       // for <system-err>, empty if none
         std::uint64_t offset = 0;  // its escaped output in the spool
         std::uint64_t length = 0;
+        // Tries before the last, as Maven Surefire writes them: <flakyFailure>
+        // (or <flakyError> for a timeout) when a later try passed, else
+        // <rerunFailure>/<rerunError>. The element's name is settled at the end.
+        struct Rerun {
+            bool error = false;    // timed out rather than failed
+            std::string message;   // attribute, escaped
+            std::string body;      // <system-out> with the try's last output, escaped
+        };
+        std::vector<Rerun> reruns;
     };
 
-    void record(const JobResult& r, const JobOutput* output);
-    std::string testcase_head(const JobResult& r) const;
+    void record(const Job& job, const JobResult& r, const JobOutput* output);
+    std::string testcase_head(const Job& job, const JobResult& r) const;
     void discard_temporary();
 
     std::string path_;
-    std::span<const cmdfile::JobSpec> specs_;
     std::string suite_;
     std::vector<Case> cases_;
     UniqueFd spool_;

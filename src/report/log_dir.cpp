@@ -30,25 +30,25 @@ std::string safe_file_name(std::string_view label)
     return name;
 }
 
-std::vector<std::string> log_file_names(std::span<const cmdfile::JobSpec> specs)
+std::vector<std::string> log_file_names(std::span<const Job> jobs)
 {
-    std::vector<std::string> names(specs.size());
+    std::vector<std::string> names(jobs.size());
     std::map<std::string, int> uses;
-    for (std::size_t i = 0; i < specs.size(); ++i)
-        ++uses[names[i] = safe_file_name(specs[i].label)];
+    for (std::size_t i = 0; i < jobs.size(); ++i)
+        ++uses[names[i] = safe_file_name(jobs[i].label)];
 
     // A label kept as it was keeps its name (labels are unique, so these
     // do not collide), and the ones that had to change give way.
     std::set<std::string> taken;
     std::vector<std::size_t> renamed;
-    for (std::size_t i = 0; i < specs.size(); ++i) {
-        const bool keeps = names[i] == specs[i].label || uses[names[i]] == 1;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        const bool keeps = names[i] == jobs[i].label || uses[names[i]] == 1;
         // insert() also catches labels given twice, should a caller do that.
         if (!keeps || !taken.insert(names[i]).second)
             renamed.push_back(i);
     }
     for (const std::size_t i : renamed) {
-        const std::string suffix = "-" + std::to_string(specs[i].seq);
+        const std::string suffix = "-" + std::to_string(jobs[i].seq);
         std::string candidate = names[i] + suffix;
         // Another job may really be called "a_b-2": keep extending until free.
         while (taken.count(candidate) != 0)
@@ -61,8 +61,8 @@ std::vector<std::string> log_file_names(std::span<const cmdfile::JobSpec> specs)
     return names;
 }
 
-LogDir::LogDir(std::string dir, std::span<const cmdfile::JobSpec> specs)
-    : dir_(std::move(dir)), specs_(specs), names_(log_file_names(specs))
+LogDir::LogDir(std::string dir, std::span<const Job> jobs)
+    : dir_(std::move(dir)), names_(log_file_names(jobs))
 {
 }
 

@@ -10,15 +10,14 @@
 
 #include <pto/scheduler.hpp>
 
-#include "cmdfile/commands_file.hpp"
 #include "common/unique_fd.hpp"
 
 namespace pto::report {
 
 class LogDir final : public RunObserver {
 public:
-    // `specs` must outlive this object.
-    LogDir(std::string dir, std::span<const cmdfile::JobSpec> specs);
+    // A file name for each of `jobs`, made now from their labels.
+    LogDir(std::string dir, std::span<const Job> jobs);
 
     // Creates DIR and its parents (like mkdir -p) and keeps it open, so that
     // every log lands in that directory even if its path changes meanwhile.
@@ -34,12 +33,11 @@ public:
     // The first write failure, if any; later ones are likely the same cause.
     std::optional<Error> error() const { return error_; }
 
-    // Where job `index` (its position among the specs) is or would be logged.
+    // Where job `index` (its position among the jobs) is or would be logged.
     std::string path_for(std::size_t index) const;
 
 private:
     std::string dir_;
-    std::span<const cmdfile::JobSpec> specs_;
     std::vector<std::string> names_;  // file name per job, ".log" included
     UniqueFd dir_fd_;
     std::optional<Error> error_;
@@ -53,6 +51,6 @@ std::string safe_file_name(std::string_view label);
 // One file name per job, "<safe label>.log", unique among them: a name that
 // had to change and then meets another job's name gets "-<seq>" (so "a/b"
 // and "a_b" become "a_b-1.log" and "a_b.log").
-std::vector<std::string> log_file_names(std::span<const cmdfile::JobSpec> specs);
+std::vector<std::string> log_file_names(std::span<const Job> jobs);
 
 }  // namespace pto::report

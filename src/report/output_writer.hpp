@@ -7,6 +7,8 @@
 
 #include <pto/scheduler.hpp>
 
+#include "output/sink.hpp"
+
 namespace pto::report {
 
 enum class OutputMode { group, stream, failed, none };
@@ -16,22 +18,17 @@ inline constexpr std::size_t stream_line_limit = 64 * 1024;
 
 class OutputWriter final : public RunObserver {
 public:
-    OutputWriter(int fd, OutputMode mode) : fd_(fd), mode_(mode) {}
+    // `out` must outlive this object.
+    OutputWriter(output::Sink& out, OutputMode mode) : out_(out), mode_(mode) {}
 
     void on_output(const Job&, const JobResult&, std::string_view bytes) override;
     void on_finish(const Job&, const JobResult&, const JobOutput& output) override;
 
-    // The reader of standard output went away (EPIPE): the run goes on, its
-    // output is dropped, and the caller may say so.
-    bool reader_gone() const { return reader_gone_; }
-
 private:
-    void emit(std::string_view bytes);
-
-    int fd_;
+    output::Sink& out_;
     OutputMode mode_;
-    bool reader_gone_ = false;
     std::map<std::size_t, std::string> partial_;  // stream mode: unfinished line per job
+    std::string lines_;                           // stream mode: reused, so no allocation per chunk
 };
 
 }  // namespace pto::report

@@ -5,7 +5,6 @@
 #include <pto/devices.hpp>
 
 #include "common/text.hpp"
-#include "report/fd_writer.hpp"
 #include "common/signal_names.hpp"
 
 namespace pto::report {
@@ -31,6 +30,7 @@ const char* word_for(JobStatus s)
     case JobStatus::timeout: return "TIMEOUT";
     case JobStatus::killed: return "KILLED";
     case JobStatus::cancelled: return "CANCEL";
+    case JobStatus::flaky: return "FLAKY";
     }
     return "?";
 }
@@ -62,7 +62,9 @@ std::string format_finish_line(const JobResult& r)
 
 std::string format_summary_line(const Counts& c, double wall_s, int stopped_by_signal)
 {
-    std::string line = "[pto-par] " + std::to_string(c.passed) + " passed, " + std::to_string(c.failed) +
+    std::string line = "[pto-par] " + std::to_string(c.passed) + " passed" +
+                       (c.flaky > 0 ? " (" + std::to_string(c.flaky) + " flaky)" : std::string()) + ", " +
+                       std::to_string(c.failed) +
                        " failed, " + std::to_string(c.timeout) + " timed out, " + std::to_string(c.killed) +
                        " killed, " + std::to_string(c.cancelled) + " cancelled in " + fixed(wall_s, 2) + "s";
     if (stopped_by_signal != 0)
@@ -70,23 +72,28 @@ std::string format_summary_line(const Counts& c, double wall_s, int stopped_by_s
     return line + "\n";
 }
 
-void StatusLines::on_start(const Job&, const JobResult& r)
+void StatusLines::on_start(const Job& job, const JobResult& r)
 {
     if (verbosity_ < 0)
         return;
     std::string line = "[pto-par] START " + text::printable(r.label) + " pid=" + std::to_string(r.pid) +
                        " devices=" + devices_text(r.devices);
-    if (verbosity_ > 0 && r.index < specs_.size())
-        line += " line=" + std::to_string(specs_[r.index].line) + ": " + text::printable(specs_[r.index].command);
+    if (verbosity_ > 0 && job.line != 0)
+        line += " line=" + std::to_string(job.line) + ": " + text::printable(job.command);
     line += '\n';
-    // Standard error going away must not stop the run; nothing to do about it.
-    (void)write_all(fd_, line);
+    // Standard error going away must not stop the run: the sink counts what
+    // it could not write, and never blocks.
+    err_.write(line);
 }
 
-void StatusLines::on_finish(const Job&, const JobResult& r, const JobOutput&)
+void StatusLines::on_finish(const Job& job, const JobResult& r, const JobOutput&)
 {
     switch (r.status) {
     case JobStatus::passed: ++counts_.passed; break;
+    case JobStatus::flaky:
+        ++counts_.passed;
+        ++counts_.flaky;
+        break;
     case JobStatus::failed: ++counts_.failed; break;
     case JobStatus::timeout: ++counts_.timeout; break;
     case JobStatus::killed: ++counts_.killed; break;
@@ -94,13 +101,32 @@ void StatusLines::on_finish(const Job&, const JobResult& r, const JobOutput&)
     }
     if (verbosity_ < 0 && r.status == JobStatus::passed)
         return;
-    (void)write_all(fd_, format_finish_line(r));  // see on_start
+    std::string line = format_finish_line(r);
+    if (!r.attempts.empty()) {
+        line.pop_back();
+        line += " (" + std::string(r.status == JobStatus::flaky ? "passed on" : "last of") + " attempt " +
+                std::to_string(r.attempts.size() + 1) + " of " + std::to_string(job.retries + 1) + ")\n";
+    }
+    err_.write(line);  // see on_start
+}
+
+void StatusLines::on_retry(const Job& job, const JobResult& r, const JobOutput&)
+{
+    // The try as its own line, worded RETRY: a FAIL line here would read as
+    // the job's verdict.
+    std::string line = format_finish_line(r);
+    const auto word = line.find(' ') + 1;
+    line.replace(word, line.find(' ', word) - word, "RETRY");
+    line.pop_back();
+    line += " (attempt " + std::to_string(r.attempts.size()) + " of " + std::to_string(job.retries + 1) +
+            "; running it again)\n";
+    err_.write(line);  // see on_start
 }
 
 void StatusLines::on_cancel(const Job&, const JobResult& r)
 {
     ++counts_.cancelled;
-    (void)write_all(fd_, format_finish_line(r));  // see on_start
+    err_.write(format_finish_line(r));  // see on_start
 }
 
 void StatusLines::on_stopping(const char* reason)
@@ -121,7 +147,7 @@ void StatusLines::on_timeout(const Job&, const JobResult& r, const JobOutput& ou
     if (!shown.empty() && shown.back() != '\n')
         text += '\n';
     text += "[pto-par] end of output of " + text::printable(r.label) + "\n";
-    (void)write_all(fd_, text);  // see on_start
+    err_.write(text);  // see on_start
 }
 
 void StatusLines::on_status(const StatusReport& report)
@@ -138,17 +164,17 @@ void StatusLines::on_status(const StatusReport& report)
             text += ", last: " + text::printable(last.substr(0, 200));
         text += '\n';
     }
-    (void)write_all(fd_, text);  // see on_start
+    err_.write(text);  // see on_start
 }
 
 void StatusLines::note(const std::string& text) const
 {
-    (void)write_all(fd_, "[pto-par] " + text + "\n");  // see on_start
+    err_.write("[pto-par] " + text + "\n");  // see on_start
 }
 
 void StatusLines::summary(double wall_s, int stopped_by_signal) const
 {
-    (void)write_all(fd_, format_summary_line(counts_, wall_s, stopped_by_signal));  // see on_start
+    err_.write(format_summary_line(counts_, wall_s, stopped_by_signal));  // see on_start
 }
 
 }  // namespace pto::report

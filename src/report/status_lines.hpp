@@ -2,30 +2,29 @@
 // job is the START line without an end, and a summary at the end.
 #pragma once
 
-#include <span>
 #include <string>
 
 #include <pto/scheduler.hpp>
 
-#include "cmdfile/commands_file.hpp"
+#include "output/sink.hpp"
 
 namespace pto::report {
 
 struct Counts {
     int passed = 0, failed = 0, timeout = 0, killed = 0, cancelled = 0;
+    int flaky = 0;  // also counted in passed
 };
 
 class StatusLines final : public RunObserver {
 public:
     // verbosity: -1 only jobs that did not pass, 0 normal, 1 with commands.
-    StatusLines(int fd, int verbosity, std::span<const cmdfile::JobSpec> specs)
-        : fd_(fd), verbosity_(verbosity), specs_(specs)
-    {
-    }
+    // `err` must outlive this object.
+    StatusLines(output::Sink& err, int verbosity) : err_(err), verbosity_(verbosity) {}
 
     void on_start(const Job&, const JobResult&) override;
     void on_finish(const Job&, const JobResult&, const JobOutput&) override;
     void on_cancel(const Job&, const JobResult&) override;
+    void on_retry(const Job&, const JobResult&, const JobOutput&) override;
     void on_stopping(const char* reason) override;
     void on_timeout(const Job&, const JobResult&, const JobOutput& output, double elapsed_s) override;
     void on_status(const StatusReport& report) override;
@@ -38,9 +37,8 @@ public:
     const Counts& counts() const { return counts_; }
 
 private:
-    int fd_;
+    output::Sink& err_;
     int verbosity_;
-    std::span<const cmdfile::JobSpec> specs_;
     Counts counts_;
 };
 

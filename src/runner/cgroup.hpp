@@ -30,8 +30,10 @@ public:
     JobCgroup& operator=(const JobCgroup&) = delete;
     ~JobCgroup();  // kills what is left, then removes the directory
 
-    // Open for writing: a child writes "0" here to move itself in before exec.
+    // Open for writing: a child writes "0" here to move itself in before
+    // exec. Needed only until then: close_procs() gives the descriptor back.
     int procs_fd() const { return procs_.get(); }
+    void close_procs() { procs_.reset(); }
     // Open for reading: POLLPRI when `populated` changes.
     int events_fd() const { return events_.get(); }
 

@@ -59,6 +59,17 @@ JobProcess::~JobProcess()
     // ~JobCgroup then waits for the cgroup to empty and removes it.
 }
 
+void JobProcess::read_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live)
+{
+    for (int i = 0; out_ && (max_reads == 0 || i < max_reads); ++i) {
+        const auto got = output_.take_from_pipe(out_.get(), chunk, live);
+        if (got.eof)
+            out_.reset();
+        else if (got.bytes == 0)
+            return;
+    }
+}
+
 bool JobProcess::empty() const
 {
     if (leader_alive())

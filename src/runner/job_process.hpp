@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,11 +42,10 @@ public:
     const JobCgroup* cgroup() const { return cgroup_ ? &*cgroup_ : nullptr; }
 
     int output_fd() const { return out_.get(); }
-    // Reads what the pipe holds now into output(), at most `max_reads`
-    // chunks (unbounded with 0), handing each chunk to `live` if set.
-    // The pipe is closed at EOF or on an error that makes it unreadable.
-    template <class Live>
-    void read_output(std::vector<char>& scratch, int max_reads, Live&& live);
+    // Moves what the pipe holds now into output(), at most `max_reads`
+    // chunks of `chunk` bytes (unbounded with 0), handing the bytes to `live`
+    // if set. The pipe is closed at EOF or on an error that makes it unreadable.
+    void read_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live);
     JobOutput& output() { return output_; }
     const JobOutput& output() const { return output_; }
 
@@ -86,25 +86,5 @@ private:
 
 // "pid 12 (sleep, state D), pid 13 (...)" from /proc, for the quarantine notice.
 std::string describe_processes(const std::vector<pid_t>& pids);
-
-template <class Live>
-void JobProcess::read_output(std::vector<char>& scratch, int max_reads, Live&& live)
-{
-    for (int i = 0; out_ && (max_reads == 0 || i < max_reads); ++i) {
-        const ssize_t n = ::read(out_.get(), scratch.data(), scratch.size());
-        if (n > 0) {
-            const std::string_view bytes(scratch.data(), static_cast<std::size_t>(n));
-            output_.append(bytes);
-            live(bytes);
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
-            return;
-        // EOF, or an error that makes the pipe unreadable: either way it is done.
-        out_.reset();
-    }
-}
 
 }  // namespace pto::runner

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <csignal>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -57,8 +58,11 @@ using runner::StopStage;
 constexpr auto wait_after_kill = std::chrono::seconds(2);
 
 // Bytes read from one pipe per wake-up before looking at the others again.
-constexpr std::size_t read_chunk = 64 * 1024;
-constexpr int reads_per_wake = 16;
+// A chunk as large as a chatty job's widened pipe (see JobOutput) moves it
+// in one splice or read: W3 (1 GiB) takes about 13% less CPU than with
+// 64 KiB chunks.
+constexpr std::size_t read_chunk = 1024 * 1024;
+constexpr int reads_per_wake = 4;
 
 double unix_now()
 {
@@ -102,7 +106,6 @@ public:
         cancelled_.resize(jobs.size(), false);
         held_.resize(jobs.size());
         held_ports_.resize(jobs.size());
-        scratch_.resize(read_chunk);
     }
 
     Expected<void> loop();
@@ -167,7 +170,6 @@ private:
     std::vector<pid_t> children_before_;  // the caller's own, never ours to stop
     bool throttled_ = false;
     bool throttle_notice_given_ = false;
-    std::vector<char> scratch_;
 };
 
 void Run::notice(const std::string& text)
@@ -259,19 +261,25 @@ bool Run::start(std::size_t index, std::vector<int> devices, std::vector<int> po
         fail_to_start(index, std::move(devices), std::move(ports), spec.error());
         return true;
     }
-    // Everything the job needs is taken before it starts: a shortage then
-    // makes it wait, and never loses output it would have written.
+    // Everything the job needs is taken before it starts (its spill file's
+    // descriptor, its cgroup, its pipe, its process): a shortage then makes
+    // it wait, and never loses output it would have written.
+    auto output = JobOutput::reserve(opt_.spill_place, opt_.output_memory_limit);
     std::optional<runner::JobCgroup> cgroup;
     Expected<runner::Child> child = fail("not started");
-    if (cgroup_ != nullptr) {
+    if (!output) {
+        child = tl::unexpected(output.error());
+    } else if (cgroup_ != nullptr) {
         auto cg = cgroup_->make_job("job-" + std::to_string(++launches_));
         if (cg)
             cgroup = std::move(*cg);
         else
             child = tl::unexpected(cg.error());
     }
-    if (cgroup_ == nullptr || cgroup)
+    if (output && (cgroup_ == nullptr || cgroup))
         child = runner::launch(*spec, ctx_, cgroup ? cgroup->procs_fd() : -1);
+    if (cgroup)
+        cgroup->close_procs();
     if (!child) {
         if (is_shortage(child.error().sys_errno) && !set_.empty()) {
             pool_.release(devices);
@@ -300,7 +308,7 @@ bool Run::start(std::size_t index, std::vector<int> devices, std::vector<int> po
     res.start = unix_now();
     res.pid = child->pid;
     auto j = std::make_unique<JobProcess>(index, child->pid, std::move(child->output), std::move(cgroup),
-                                          JobOutput(opt_.output_memory_limit), started);
+                                          std::move(*output), started);
     if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
         j->limit_at = started + to_duration(*limit);
     held_[index] = std::move(devices);
@@ -565,13 +573,15 @@ void Run::on_leader_exit(JobProcess& j)
 
 void Run::read(JobProcess& j, int max_reads)
 {
-    if (opt_.observer == nullptr) {
-        j.read_output(scratch_, max_reads, [](std::string_view) {});
-        return;
+    // Without anyone to see the bytes as they come, the kernel moves them
+    // from the pipe to the spill file (splice) and they never enter here.
+    std::function<void(std::string_view)> live;
+    if (opt_.observer != nullptr && opt_.output_live) {
+        const Job& job = jobs_[j.index()];
+        const JobResult& res = results_[j.index()];
+        live = [this, &job, &res](std::string_view bytes) { opt_.observer->on_output(job, res, bytes); };
     }
-    const Job& job = jobs_[j.index()];
-    const JobResult& res = results_[j.index()];
-    j.read_output(scratch_, max_reads, [&](std::string_view bytes) { opt_.observer->on_output(job, res, bytes); });
+    j.read_output(read_chunk, max_reads, live);
 }
 
 void Run::finish_ended()

@@ -75,7 +75,7 @@ TEST_CASE("too few file descriptors for -j 200: jobs wait their turn, none is dr
         cmds += "@0 sleep 0.05\n";
     const auto json = dir.file("r.json");
     const auto r = run({pto_par(), "-d", "none", "-j", "200", "--json", json, dir.write("many.cmds", cmds)}, {}, {}, 60s,
-                       Setup::limit(RLIMIT_NOFILE, 16));
+                       Setup::limit(RLIMIT_NOFILE, 24));
     CHECK(r.exit_code == 0);
     CHECK(r.err.find("out of file descriptors") != std::string::npos);
     CHECK(lines_with(r.err, "] PASS ").size() == 40);

@@ -20,7 +20,8 @@ TEST_CASE("a job that fails once then passes is FLAKY in status lines, --json an
                                             "@1,label=steady true\n")});
     CHECK(r.exit_code == 0);
     CHECK(r.err.find("RETRY flaky exit=1") != std::string::npos);
-    CHECK(r.err.find("(attempt 1 of 3)") != std::string::npos);
+    CHECK(r.err.find("(attempt 1 of 3; running it again)") != std::string::npos);
+    CHECK(r.err.find("(passed on attempt 2 of 3)") != std::string::npos);
     CHECK(r.err.find("FLAKY flaky exit=0") != std::string::npos);
     CHECK(r.err.find("1 flaky") != std::string::npos);
     const auto report = dir.read("r.json");

@@ -63,6 +63,11 @@ Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vec
         dup2(in[0], 0);
         dup2(out[1], 1);
         dup2(err[1], 2);
+        if (!setup.stdout_path.empty()) {
+            const int fd = open(setup.stdout_path.c_str(), O_WRONLY | O_CLOEXEC);
+            if (fd < 0 || dup2(fd, 1) != 1)
+                _exit(126);
+        }
         // Only 0, 1 and 2 go to the program, so fd-leak checks see its own.
         closefrom(3);
         sigset_t none;
@@ -96,6 +101,11 @@ Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vec
         close(out[0]);
         out[0] = -1;
     }
+    for (const auto& [stalled, fd] : {std::pair{setup.stdout_stalled, &out[0]}, std::pair{setup.stderr_stalled, &err[0]}})
+        if (stalled) {
+            stalled_.push_back(*fd);
+            *fd = -1;
+        }
     out_fd_ = out[0];
     err_fd_ = err[0];
     // Small inputs only; a larger one would need polling the write side.
@@ -116,6 +126,8 @@ Process::~Process()
         close(err_fd_);
     if (tty_master_ >= 0)
         close(tty_master_);
+    for (int fd : stalled_)
+        close(fd);
 }
 
 void Process::send(int sig) const

@@ -23,12 +23,17 @@ struct Finished {
 
 // How the program's world differs from ours, beyond its environment.
 struct Setup {
-    std::vector<std::pair<int, unsigned long>> limits;  // setrlimit(resource, soft=hard=value)
+    std::vector<std::pair<int, unsigned long>> limits{};  // setrlimit(resource, soft=hard=value)
     bool stdout_closed = false;  // its stdout is a pipe whose reader has already gone
     bool controlling_tty = false;  // its own session with a pseudo-terminal as controlling terminal
     uid_t uid = 0;               // with gid: run as this user (0: as we are)
     gid_t gid = 0;
     std::string cgroup;          // a cgroup v2 directory to run in (empty: ours)
+
+    // A pipe that is kept open but never read (a pager that stopped).
+    bool stdout_stalled = false;
+    bool stderr_stalled = false;
+    std::string stdout_path{};   // its stdout opened on this file instead (/dev/full)
 
     static Setup limit(int resource, unsigned long value)
     {
@@ -74,6 +79,7 @@ private:
 
     pid_t pid_ = -1;
     int tty_master_ = -1;  // held open for the program's controlling terminal
+    std::vector<int> stalled_;  // read ends nobody reads
     int out_fd_ = -1;
     int err_fd_ = -1;
     std::string out_;

@@ -23,7 +23,6 @@ namespace fs = std::filesystem;
 using pto::JobOutput;
 using pto::JobResult;
 using pto::JobStatus;
-using pto::cmdfile::JobSpec;
 using pto::report::JunitReport;
 using pto::report::xml_escape;
 using pto::report::XmlEscaper;
@@ -92,9 +91,9 @@ put('count', str(len(cases)))
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-JobSpec spec(std::size_t seq, std::string label, std::string command = "true")
+pto::Job spec(std::size_t seq, std::string label, std::string command = "true")
 {
-    JobSpec s;
+    pto::Job s;
     s.seq = seq;
     s.line = seq * 2;
     s.label = std::move(label);
@@ -102,7 +101,7 @@ JobSpec spec(std::size_t seq, std::string label, std::string command = "true")
     return s;
 }
 
-JobResult result(const JobSpec& s, JobStatus status, std::optional<int> exit_code, int signal = 0)
+JobResult result(const pto::Job& s, JobStatus status, std::optional<int> exit_code, int signal = 0)
 {
     JobResult r;
     r.index = s.seq - 1;
@@ -146,8 +145,6 @@ std::string expected_text(std::string_view bytes)
     }
     return out;
 }
-
-const pto::Job no_job{};
 
 }  // namespace
 
@@ -200,7 +197,7 @@ TEST_CASE("escaping in pieces gives the same as escaping at once")
 TEST_CASE("a report with hostile output parses back, with counts, messages and text intact")
 {
     const TempDir tmp;
-    std::vector<JobSpec> specs = {
+    std::vector<pto::Job> specs = {
         spec(1, "pass"),
         spec(2, "fail \"<&'>", "exit 3 # <&\"'>"),
         spec(3, "segv"),
@@ -219,11 +216,11 @@ TEST_CASE("a report with hostile output parses back, with counts, messages and t
     const auto finish = [&](const JobResult& r, std::string_view bytes) {
         JobOutput out;
         out.append(bytes);
-        junit.on_finish(no_job, r, out);
+        junit.on_finish(specs[r.index], r, out);
     };
     finish(result(specs[4], JobStatus::killed, std::nullopt, SIGTERM), "bye");
     finish(result(specs[1], JobStatus::failed, 3), hostile);
-    junit.on_cancel(no_job, result(specs[5], JobStatus::cancelled, std::nullopt));
+    junit.on_cancel(specs[5], result(specs[5], JobStatus::cancelled, std::nullopt));
     finish(result(specs[0], JobStatus::passed, 0), "all good\n");
     finish(result(specs[2], JobStatus::failed, std::nullopt, SIGSEGV), "");
     finish(result(specs[3], JobStatus::timeout, std::nullopt, SIGKILL), "tick\ntock");
@@ -285,18 +282,18 @@ TEST_CASE("a report with hostile output parses back, with counts, messages and t
 TEST_CASE("a big spilled output streams through, UTF-8 split across chunks and all")
 {
     const TempDir tmp;
-    const std::vector<JobSpec> specs = {spec(1, "big")};
+    const std::vector<pto::Job> specs = {spec(1, "big")};
     const fs::path file = tmp.path() / "big.xml";
     JunitReport junit(file.string(), specs, "s");
     REQUIRE(junit.open());
-    JobOutput out(4096);  // spills to its own file past 4 KiB
+    auto out = *JobOutput::reserve(pto::SpillPlace{}, 4096);  // spills to its own file past 4 KiB
     std::string all = "x";  // one byte off, so multi-byte characters straddle 64 KiB chunks
     for (int i = 0; i < 60000; ++i)
         all += (i % 1000 == 999) ? "\n" : (i % 7 == 0 ? "\xe2\x82\xac" : "\xc3\xa9");
     for (std::size_t i = 0; i < all.size(); i += 1000)
         out.append(std::string_view(all).substr(i, 1000));
     REQUIRE(out.size() == all.size());
-    junit.on_finish(no_job, result(specs[0], JobStatus::passed, 0), out);
+    junit.on_finish(specs[0], result(specs[0], JobStatus::passed, 0), out);
     REQUIRE(junit.close(1));
     REQUIRE(parse_back(file, tmp.path()) == 0);
     CHECK(slurp(tmp.path() / "0.out") == all);
@@ -306,7 +303,7 @@ TEST_CASE("a big spilled output streams through, UTF-8 split across chunks and a
 TEST_CASE("open fails early when the file cannot be created")
 {
     const TempDir tmp;
-    const std::vector<JobSpec> specs = {spec(1, "a")};
+    const std::vector<pto::Job> specs = {spec(1, "a")};
     JunitReport missing_dir((tmp.path() / "no" / "such" / "r.xml").string(), specs, "s");
     auto r = missing_dir.open();
     REQUIRE(!r);
@@ -324,7 +321,7 @@ TEST_CASE("open fails early when the file cannot be created")
 TEST_CASE("an old report is replaced whole; a symlink to it stays a symlink")
 {
     const TempDir tmp;
-    const std::vector<JobSpec> specs = {spec(1, "a"), spec(2, "b")};
+    const std::vector<pto::Job> specs = {spec(1, "a"), spec(2, "b")};
     const fs::path real = tmp.path() / "real.xml";
     const fs::path link = tmp.path() / "link.xml";
     std::ofstream(real) << "old report";
@@ -335,7 +332,7 @@ TEST_CASE("an old report is replaced whole; a symlink to it stays a symlink")
     CHECK(slurp(real) == "old report");  // untouched until close
     JobOutput out;
     out.append("hi");
-    junit.on_finish(no_job, result(specs[0], JobStatus::passed, 0), out);
+    junit.on_finish(specs[0], result(specs[0], JobStatus::passed, 0), out);
     // Job b is never reported: the run ended first.
     REQUIRE(junit.close(3));
     CHECK(fs::is_symlink(link));
@@ -348,7 +345,7 @@ TEST_CASE("an old report is replaced whole; a symlink to it stays a symlink")
 TEST_CASE("abandoned without close: the temporary is removed, the old report kept")
 {
     const TempDir tmp;
-    const std::vector<JobSpec> specs = {spec(1, "a")};
+    const std::vector<pto::Job> specs = {spec(1, "a")};
     const fs::path file = tmp.path() / "r.xml";
     std::ofstream(file) << "old";
     {
@@ -389,11 +386,11 @@ TEST_CASE("a FIFO is written in place, not renamed over")
                 _exit(2);
         }
     }
-    const std::vector<JobSpec> specs = {spec(1, "a")};
+    const std::vector<pto::Job> specs = {spec(1, "a")};
     {
         JunitReport junit(fifo.string(), specs, "s");
         REQUIRE(junit.open());
-        junit.on_cancel(no_job, result(specs[0], JobStatus::cancelled, std::nullopt));
+        junit.on_cancel(specs[0], result(specs[0], JobStatus::cancelled, std::nullopt));
         REQUIRE(junit.close(0));
     }
     int status = 0;
@@ -410,7 +407,7 @@ TEST_CASE("a FIFO is written in place, not renamed over")
 TEST_CASE("a full $TMPDIR loses that job's output, not the report")
 {
     const TempDir tmp;
-    const std::vector<JobSpec> specs = {spec(1, "big"), spec(2, "small")};
+    const std::vector<pto::Job> specs = {spec(1, "big"), spec(2, "small")};
     const fs::path file = tmp.path() / "r.xml";
     // RLIMIT_FSIZE stands in for a full disk; the spool is the only file
     // that grows before close(), so the limit is lifted for it.
@@ -426,12 +423,12 @@ TEST_CASE("a full $TMPDIR loses that job's output, not the report")
         const rlimit small{100000, lim.rlim_max};
         if (setrlimit(RLIMIT_FSIZE, &small) != 0)
             _exit(11);
-        JobOutput big(1 << 30);
+        JobOutput big;  // memory only: the limit hit is the report's
         big.append(std::string(200000, 'x'));
-        junit.on_finish(no_job, result(specs[0], JobStatus::passed, 0), big);
+        junit.on_finish(specs[0], result(specs[0], JobStatus::passed, 0), big);
         JobOutput little;
         little.append("fine");
-        junit.on_finish(no_job, result(specs[1], JobStatus::passed, 0), little);
+        junit.on_finish(specs[1], result(specs[1], JobStatus::passed, 0), little);
         if (!junit.error() || junit.error()->sys_errno != EFBIG)
             _exit(12);
         if (setrlimit(RLIMIT_FSIZE, &lim) != 0)

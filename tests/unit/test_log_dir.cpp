@@ -23,7 +23,6 @@ namespace fs = std::filesystem;
 using pto::JobOutput;
 using pto::JobResult;
 using pto::JobStatus;
-using pto::cmdfile::JobSpec;
 using pto::report::LogDir;
 using pto::report::log_file_names;
 using pto::report::safe_file_name;
@@ -35,11 +34,11 @@ struct TempDir : pto::test::ScratchDir {
     TempDir() : ScratchDir("pto-par-logdir") {}
 };
 
-std::vector<JobSpec> specs_for(const std::vector<std::string>& labels)
+std::vector<pto::Job> specs_for(const std::vector<std::string>& labels)
 {
-    std::vector<JobSpec> specs;
+    std::vector<pto::Job> specs;
     for (std::size_t i = 0; i < labels.size(); ++i) {
-        JobSpec s;
+        pto::Job s;
         s.seq = i + 1;
         s.line = i + 1;
         s.label = labels[i];
@@ -49,7 +48,7 @@ std::vector<JobSpec> specs_for(const std::vector<std::string>& labels)
     return specs;
 }
 
-JobResult result_for(const JobSpec& spec, JobStatus status)
+JobResult result_for(const pto::Job& spec, JobStatus status)
 {
     JobResult r;
     r.index = spec.seq - 1;
@@ -86,8 +85,6 @@ bool name_is_safe(const std::string& name)
             return false;
     return true;
 }
-
-const pto::Job no_job{};
 
 }  // namespace
 
@@ -163,10 +160,10 @@ TEST_CASE("open creates the directory and its parents; logs hold the whole outpu
         outputs.push_back(bytes);
         JobOutput out;
         out.append(bytes);
-        logs.on_finish(no_job, result_for(specs[i], i % 2 ? JobStatus::failed : JobStatus::passed), out);
+        logs.on_finish(specs[i], result_for(specs[i], i % 2 ? JobStatus::failed : JobStatus::passed), out);
     }
     // The last one never started.
-    logs.on_cancel(no_job, result_for(specs.back(), JobStatus::cancelled));
+    logs.on_cancel(specs.back(), result_for(specs.back(), JobStatus::cancelled));
     CHECK(!logs.error());
 
     const auto names = log_file_names(specs);
@@ -200,7 +197,7 @@ TEST_CASE("an existing log is replaced, and a planted symlink is not followed")
     for (const auto& s : specs) {
         JobOutput out;
         out.append("new " + s.label);
-        logs.on_finish(no_job, result_for(s, JobStatus::passed), out);
+        logs.on_finish(s, result_for(s, JobStatus::passed), out);
     }
     CHECK(!logs.error());
     CHECK(slurp(dir / "old.log") == "new old");
@@ -215,14 +212,14 @@ TEST_CASE("outputs past the memory limit are streamed from their spill file")
     const auto specs = specs_for({"big"});
     LogDir logs((tmp.path() / "logs").string(), specs);
     REQUIRE(logs.open());
-    JobOutput out(4096);
+    auto out = *JobOutput::reserve(pto::SpillPlace{}, 4096);
     std::string all;
     for (int i = 0; i < 3000; ++i) {
         const std::string line = "line " + std::to_string(i) + std::string(i % 97, '#') + "\n";
         all += line;
         out.append(line);
     }
-    logs.on_finish(no_job, result_for(specs[0], JobStatus::passed), out);
+    logs.on_finish(specs[0], result_for(specs[0], JobStatus::passed), out);
     CHECK(!logs.error());
     CHECK(slurp(tmp.path() / "logs" / "big.log") == all);
 }
@@ -251,7 +248,7 @@ TEST_CASE("a directory that cannot be made is an error naming it")
     LogDir unopened((tmp.path() / "unopened").string(), specs);
     JobOutput out;
     out.append("x");
-    unopened.on_finish(no_job, result_for(specs[0], JobStatus::passed), out);
+    unopened.on_finish(specs[0], result_for(specs[0], JobStatus::passed), out);
     CHECK(!fs::exists(tmp.path() / "unopened"));
 }
 
@@ -276,7 +273,7 @@ TEST_CASE("a write error (RLIMIT_FSIZE) is kept and the next jobs still get thei
         for (const auto& s : specs) {
             JobOutput out;
             out.append(std::string(s.label == "small" ? 10 : 5000, 'x'));
-            logs.on_finish(no_job, result_for(s, JobStatus::passed), out);
+            logs.on_finish(s, result_for(s, JobStatus::passed), out);
         }
         const auto e = logs.error();
         if (!e)

@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -247,6 +248,21 @@ bool cgroups_usable()
         return r.exit_code == 0;
     }();
     return usable;
+}
+
+bool subreaper_usable()
+{
+    int was = 0;
+    if (prctl(PR_GET_CHILD_SUBREAPER, &was) != 0)
+        return false;
+    if (was != 0)
+        return true;
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+        std::fprintf(stderr, "prctl(PR_SET_CHILD_SUBREAPER) fails here (qemu-user?): the tests of orphans are skipped\n");
+        return false;
+    }
+    (void)prctl(PR_SET_CHILD_SUBREAPER, 0);
+    return true;
 }
 
 TestCgroup::TestCgroup()

@@ -119,6 +119,11 @@ bool process_alive(pid_t pid);
 // cgroup v2 hierarchy); tests of that mode say so and skip elsewhere.
 bool cgroups_usable();
 
+// True where a process can be a child subreaper; qemu-user refuses it
+// (EINVAL), and the tests of what pto-par does with orphans then skip,
+// naming qemu.
+bool subreaper_usable();
+
 // A cgroup of its own for one test, below the one pto-par would use, so that
 // what it does there is out of sight of the pto-par runs of other tests;
 // removed at scope end. Only where cgroups_usable().

@@ -59,6 +59,7 @@ struct Job {
     std::function<Expected<LaunchSpec>(const Allocation&)> build;
     std::size_t port_count = 0;  // consecutive free TCP ports it needs from RunOptions' range
     std::size_t retries = 0;     // after a failure or its own timeout, run again up to this many times
+    std::optional<double> expected_s;  // how long it took last time (history), for RunOptions::backfill
     std::optional<double> timeout_s;  // its own time limit; RunOptions::job_timeout_s if unset
     // Where the job came from, handed to observers with every event so that
     // a report needs no side table (0 and empty when not from a file).
@@ -166,6 +167,10 @@ struct RunOptions {
     std::vector<int> pool;            // device ids
     std::size_t max_parallel = 0;     // 0: only the pool bounds it
     bool fail_fast = false;
+    // EASY backfill: while the head of the queue waits for devices, a later
+    // job with Job::expected_s may start if it will end before the head can
+    // start by the running jobs' Job::expected_s.
+    bool backfill = false;
     double kill_grace_s = 5.0;        // SIGTERM -> SIGKILL
     std::optional<double> timeout_s;      // the whole run's time limit
     std::optional<double> job_timeout_s;  // each job's, unless Job::timeout_s

@@ -301,10 +301,13 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
 
     const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries};
     auto jobs = cli::build_jobs(specs, world);
+    for (std::size_t i = 0; i < jobs.size(); ++i)
+        jobs[i].expected_s = planned->expected[i];
     RunOptions ro;
     ro.pool = pool->ids;
     ro.max_parallel = max_parallel;
     ro.fail_fast = opt.fail_fast;
+    ro.backfill = opt.backfill;
     ro.kill_grace_s = opt.kill_grace_s;
     ro.timeout_s = opt.timeout_s;
     ro.job_timeout_s = opt.job_timeout_s;

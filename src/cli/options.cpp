@@ -32,6 +32,7 @@ enum LongOnly {
     opt_rerun_failed,
     opt_ports,
     opt_retries,
+    opt_backfill,
 };
 
 const option long_options[] = {
@@ -60,6 +61,7 @@ const option long_options[] = {
     {"rerun-failed", required_argument, nullptr, opt_rerun_failed},
     {"ports", required_argument, nullptr, opt_ports},
     {"retries", required_argument, nullptr, opt_retries},
+    {"backfill", no_argument, nullptr, opt_backfill},
     {"help", no_argument, nullptr, 'h'},
     {"version", no_argument, nullptr, 'V'},
     {nullptr, 0, nullptr, 0},
@@ -229,6 +231,7 @@ Expected<Options> parse_options(int argc, char** argv)
             o.port_high = hi;
             break;
         }
+        case opt_backfill: o.backfill = true; break;
         case opt_retries: {
             const std::string_view text(arg);
             int n = 0;
@@ -297,6 +300,8 @@ Large suites:
                          duration and status (repeatable; a missing FILE is fine)
       --order HOW        file (default: the order of FILE) or longest (jobs
                          without history first, then the longest first)
+      --backfill         while the next job waits for devices, start a later
+                         one that history says ends before it could start
       --shard K/N        run only shard K of N: the split depends only on FILE
                          and the history, so N machines run disjoint parts
       --rerun-failed FILE  run only the jobs that did not pass in that --json

@@ -38,6 +38,7 @@ struct Options {
     std::optional<plan::Shard> shard;     // --shard K/N
     std::string rerun_failed;             // --rerun-failed FILE
     int retries = 0;                      // --retries N; a line's retries= wins
+    bool backfill = false;                // --backfill
     int port_low = 29500;                 // --ports LO-HI
     int port_high = 30499;
     std::string file = "-";               // "-" is standard input

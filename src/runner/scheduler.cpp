@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -103,7 +104,7 @@ public:
             results_[i].index = i;
             results_[i].label = jobs[i].label;
         }
-        cancelled_.resize(jobs.size(), false);
+        left_queue_.resize(jobs.size(), false);
         held_.resize(jobs.size());
         held_ports_.resize(jobs.size());
     }
@@ -132,6 +133,8 @@ private:
     void deliver_dump(JobProcess& j);
     void quarantine(JobProcess& j);
     void cancel_unfittable();
+    void backfill();
+    void head_started(std::size_t index);
     void report_status();
     void finish_ended();
     void finish(JobProcess& j);
@@ -152,7 +155,14 @@ private:
     DevicePool pool_;
     PortPool ports_;
     std::vector<JobResult> results_;
-    std::vector<bool> cancelled_;  // taken out of the queue before its turn
+    std::vector<bool> left_queue_;  // cancelled or backfilled before its turn came
+    struct Backfilled {
+        std::size_t index;          // the job that went ahead
+        std::size_t head;           // the job it went ahead of
+        Clock::time_point promised;  // its history's end
+        Clock::time_point shadow;    // when the head could start at the latest, as history said then
+    };
+    std::vector<Backfilled> backfilled_;
     std::vector<std::vector<int>> held_;  // per job: its devices while it runs
     std::vector<std::vector<int>> held_ports_;
     std::vector<std::unique_ptr<JobProcess>> abandoned_;  // could not be stopped
@@ -199,7 +209,7 @@ void Run::start_ready()
         again_.pop_front();
     }
     while (!stopping_ && again_.empty() && next_ < jobs_.size()) {
-        if (cancelled_[next_]) {
+        if (left_queue_[next_]) {
             ++next_;
             continue;
         }
@@ -208,8 +218,13 @@ void Run::start_ready()
         if (throttled_)
             return;  // until a running job ends and frees what it held
         auto devices = pool_.acquire(jobs_[next_].device_count);
-        if (!devices)
-            return;  // head-of-line: nothing behind it may pass
+        if (!devices) {
+            // Head-of-line: nothing behind it may pass, unless history says
+            // it will be done before the head can start.
+            if (opt_.backfill)
+                backfill();
+            return;
+        }
         auto ports = ports_.acquire(jobs_[next_].port_count, runner::tcp_port_free);
         if (!ports) {
             pool_.release(*devices);
@@ -225,7 +240,78 @@ void Run::start_ready()
         }
         if (!start(next_, std::move(*devices), std::move(*ports)))
             return;  // stays at the head
+        head_started(next_);
         ++next_;
+    }
+}
+
+// EASY backfill: the head waits for devices; the time it can start at the
+// latest is when enough of the running jobs will have ended, by their
+// history. A later job with history that fits in the free devices now and
+// ends before that starts ahead of it; no job without history ever does.
+void Run::backfill()
+{
+    const Job& head = jobs_[next_];
+    const auto now = Clock::now();
+    std::vector<std::pair<Clock::time_point, std::size_t>> ends;  // expected end, devices it frees
+    for (const auto& j : set_.jobs()) {
+        const auto& expected = jobs_[j->index()].expected_s;
+        if (!expected)
+            return;  // an end history cannot tell: nothing may pass
+        ends.emplace_back(std::max(now, j->started() + to_duration(*expected)), held_[j->index()].size());
+    }
+    std::sort(ends.begin(), ends.end());
+    std::size_t free = pool_.free_count();
+    std::optional<Clock::time_point> shadow;
+    for (const auto& [end, devices] : ends) {
+        free += devices;
+        if (free >= head.device_count) {
+            shadow = end;
+            break;
+        }
+    }
+    if (!shadow)
+        return;
+    for (std::size_t i = next_ + 1; i < jobs_.size(); ++i) {
+        if (opt_.max_parallel != 0 && set_.jobs().size() >= opt_.max_parallel)
+            return;
+        const Job& job = jobs_[i];
+        if (left_queue_[i] || !job.expected_s || now + to_duration(*job.expected_s) > *shadow)
+            continue;
+        auto devices = pool_.acquire(job.device_count);
+        if (!devices)
+            continue;
+        auto ports = ports_.acquire(job.port_count, runner::tcp_port_free);
+        if (!ports) {
+            pool_.release(*devices);
+            continue;
+        }
+        if (!start(i, std::move(*devices), std::move(*ports)))
+            return;
+        left_queue_[i] = true;
+        backfilled_.push_back({i, next_, now + to_duration(*job.expected_s), *shadow});
+    }
+}
+
+// The head that backfilled jobs went ahead of starts: if one of them ran
+// past its history and the head starts later than history promised, say so.
+void Run::head_started(std::size_t index)
+{
+    const auto now = Clock::now();
+    for (auto it = backfilled_.begin(); it != backfilled_.end();) {
+        if (it->head != index) {
+            ++it;
+            continue;
+        }
+        const JobResult& r = results_[it->index];
+        const auto ended = r.end > 0 ? it->promised + to_duration(r.duration_s - *jobs_[it->index].expected_s) : now;
+        if (now > it->shadow && ended > it->promised) {
+            char late[32];
+            std::snprintf(late, sizeof late, "%.1f", seconds(now - it->shadow));
+            notice("backfilled job '" + jobs_[it->index].label + "' ran past its history and delayed '" +
+                   jobs_[index].label + "' by " + late + "s");
+        }
+        it = backfilled_.erase(it);
     }
 }
 
@@ -411,9 +497,9 @@ void Run::cancel_unfittable()
         it = again_.erase(it);
     }
     for (std::size_t i = next_; i < jobs_.size(); ++i) {
-        if (cancelled_[i] || (jobs_[i].device_count <= pool_.usable() && jobs_[i].port_count <= ports_.usable()))
+        if (left_queue_[i] || (jobs_[i].device_count <= pool_.usable() && jobs_[i].port_count <= ports_.usable()))
             continue;
-        cancelled_[i] = true;
+        left_queue_[i] = true;
         results_[i].error = "needs " + std::to_string(jobs_[i].device_count) + " devices but only " +
                             std::to_string(pool_.usable()) + " remain usable (devices " +
                             format_device_range(withheld_) + " withheld)";
@@ -533,7 +619,7 @@ void Run::report_status()
     const auto now = Clock::now();
     StatusReport report;
     for (std::size_t i = next_; i < jobs_.size() && !stopping_; ++i)
-        report.queued += cancelled_[i] ? 0 : 1;
+        report.queued += left_queue_[i] ? 0 : 1;
     report.finished = finished_;
     report.elapsed_s = seconds(now - began_);
     for (const auto& j : set_.jobs())
@@ -645,7 +731,7 @@ void Run::cancel_rest()
         if (opt_.observer != nullptr)
             opt_.observer->on_cancel(jobs_[again_.front()], results_[again_.front()]);
     for (; next_ < jobs_.size(); ++next_)
-        if (!cancelled_[next_] && opt_.observer != nullptr)
+        if (!left_queue_[next_] && opt_.observer != nullptr)
             opt_.observer->on_cancel(jobs_[next_], results_[next_]);
 }
 

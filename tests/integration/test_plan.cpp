@@ -1,8 +1,10 @@
 // History, order, shards and re-runs, through the real pto-par.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <set>
 
+#include "plan/json_value.hpp"
 #include "process.hpp"
 
 using namespace pto::test;
@@ -35,6 +37,25 @@ std::vector<std::string> started_labels(const std::string& err)
         labels.push_back(line.substr(from, line.find(' ', from) - from));
     }
     return labels;
+}
+
+// Label -> its "start" in a --json report, relative to the earliest start.
+std::map<std::string, double> starts(const std::string& report)
+{
+    std::map<std::string, double> out;
+    double first = 0;
+    for (const auto& line : lines_with(report, "\"label\"")) {
+        auto v = pto::plan::parse_json(line);
+        REQUIRE(v);
+        const auto* o = v->object();
+        const double start = *o->at("start").number();
+        out[*o->at("label").string()] = start;
+        if (first == 0 || start < first)
+            first = start;
+    }
+    for (auto& [label, t] : out)
+        t -= first;
+    return out;
 }
 
 }  // namespace
@@ -106,6 +127,41 @@ TEST_CASE("--rerun-failed runs exactly what did not pass, and what the report do
     CHECK(r2.exit_code == 0);
     CHECK(started_labels(r2.err) == std::vector<std::string>{"bad", "bad2", "new"});
     CHECK(r2.err.find("re-running 3 of 5 jobs that did not pass in " + json) != std::string::npos);
+}
+
+TEST_CASE("--backfill starts a short job ahead of a blocked head only when history says it fits, never delaying the head")
+{
+    TempDir dir;
+    const auto file = dir.write("b.cmds", "@1,label=a sleep 1\n@2,label=head true\n@1,label=short sleep 0.2\n"
+                                          "@1,label=long sleep 2\n@1,label=new sleep 0.1\n");
+    const auto hist = dir.write("h.json", "{\"label\":\"a\",\"status\":\"passed\",\"duration_s\":1}\n"
+                                          "{\"label\":\"head\",\"status\":\"passed\",\"duration_s\":0.05}\n"
+                                          "{\"label\":\"short\",\"status\":\"passed\",\"duration_s\":0.2}\n"
+                                          "{\"label\":\"long\",\"status\":\"passed\",\"duration_s\":2}\n");
+    const auto with = dir.file("with.json");
+    const auto without = dir.file("without.json");
+    REQUIRE(run({pto_par(), "-d", "0-1", "--history", hist, "--backfill", "--json", with, file}).exit_code == 0);
+    REQUIRE(run({pto_par(), "-d", "0-1", "--history", hist, "--json", without, file}).exit_code == 0);
+    auto b = starts(dir.read("with.json"));
+    auto n = starts(dir.read("without.json"));
+    // short fits before a ends; long would not, and new has no history.
+    CHECK(b["short"] < b["head"]);
+    CHECK(b["short"] < 0.5);
+    CHECK(b["long"] >= b["head"]);
+    CHECK(b["new"] >= b["head"]);
+    CHECK(n["short"] >= n["head"]);
+    // The head starts no later than without backfill (with room for a busy machine).
+    CHECK(b["head"] <= n["head"] + 0.3);
+}
+
+TEST_CASE("--backfill without history lets nothing pass the head")
+{
+    TempDir dir;
+    const auto file = dir.write("n.cmds", "@1,label=a sleep 0.5\n@2,label=head true\n@1,label=short true\n");
+    const auto json = dir.file("r.json");
+    REQUIRE(run({pto_par(), "-d", "0-1", "--backfill", "--json", json, file}).exit_code == 0);
+    auto s = starts(dir.read("r.json"));
+    CHECK(s["short"] >= s["head"]);
 }
 
 TEST_CASE("a history file that is not a report is an error naming its line")

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cmdfile/commands_file.hpp"
+#include "slurm/allocation.hpp"
 
 namespace pto::cli {
 
@@ -14,5 +15,11 @@ namespace pto::cli {
 // Written to `out` as it is formatted: a 100,000-line plan never sits in
 // memory twice.
 void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs, const std::string& header);
+
+// --launcher slurm: '#' lines with each node's GPUs, then for each job the
+// nodes it can run on (a job never spans nodes; which of them it gets
+// depends on what is free when its turn comes).
+void print_slurm_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
+                      std::span<const slurm::NodeDevices> nodes);
 
 }  // namespace pto::cli

@@ -2,6 +2,8 @@
 
 #include <pto/devices.hpp>
 
+#include "cli/slurm.hpp"
+
 namespace pto::cli {
 
 std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWorld& world)
@@ -16,6 +18,17 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
         job.seq = spec.seq;
         job.line = spec.line;
         job.command = spec.command;
+        if (!world.slurm_self.empty()) {
+            // The ids are Slurm's to pick: the step replaces the placeholders.
+            job.build = [&spec, &world](std::span<const int>) -> Expected<LaunchSpec> {
+                LaunchSpec launch;
+                launch.argv = step_command(world.slurm_self, world.shell, spec.command, world.device_env);
+                launch.env = {"PTO_PAR_LABEL=" + spec.label, "PTO_PAR_SEQ=" + std::to_string(spec.seq)};
+                return launch;
+            };
+            jobs.push_back(std::move(job));
+            continue;
+        }
         job.build = [&spec, &world](std::span<const int> ids) -> Expected<LaunchSpec> {
             const std::string list = format_device_list(ids);
             const cmdfile::Placeholders values{format_device_range(ids), list, std::to_string(ids.size()),

@@ -17,6 +17,7 @@ struct JobWorld {
     std::string shell;                    // runs each line as SHELL -c LINE
     std::vector<std::string> device_env;  // -e names
     const DiscoveredPool* pool;           // what -e hands out: ids, or a variable's own entries
+    std::string slurm_self;               // --launcher slurm: this binary, which each step runs (step mode)
 };
 
 // `specs` must outlive the returned jobs' build functions.

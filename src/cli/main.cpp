@@ -19,6 +19,7 @@
 #include "cli/options.hpp"
 #include "cli/preflight.hpp"
 #include "cli/read_input.hpp"
+#include "cli/slurm.hpp"
 #include "cmdfile/commands_file.hpp"
 #include "devices/discovery.hpp"
 #include "report/fanout.hpp"
@@ -129,6 +130,73 @@ int stop_signal_now(cli::EarlySignals& signals, const std::string& doing)
     return signals.stop_signal();
 }
 
+// --launcher slurm: the allocation's nodes as the pool, checked against
+// the jobs per node; an error message when that cannot be.
+struct SlurmSetup {
+    SlurmOptions options;
+    std::vector<slurm::NodeDevices> nodes;
+    std::string self;  // this binary, run by each step
+    std::size_t devices = 0;
+};
+
+Expected<SlurmSetup> slurm_setup(const cli::Options& opt, int argc, char** argv)
+{
+    const char* job_id = std::getenv("SLURM_JOB_ID");
+    if (job_id == nullptr || *job_id == '\0')
+        return fail("--launcher slurm runs inside a Slurm allocation ($SLURM_JOB_ID is not set); for example:\n  " +
+                    cli::salloc_hint(argc, argv));
+    if (opt.devices != "auto")
+        return fail("--launcher slurm takes its devices from the allocation: leave out -d");
+    SlurmSetup s;
+    auto nodes = cli::read_allocation(job_id);
+    if (!nodes)
+        return tl::unexpected(nodes.error());
+    s.nodes = std::move(*nodes);
+    s.options.job_id = job_id;
+    for (const auto& n : s.nodes) {
+        s.options.nodes.push_back({n.name, n.ids.size()});
+        s.devices += n.ids.size();
+    }
+    char path[4096];
+    const ssize_t len = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (len <= 0)
+        return tl::unexpected(sys_error("readlink /proc/self/exe (each step runs this binary)", errno));
+    s.self.assign(path, static_cast<std::size_t>(len));
+    return s;
+}
+
+std::string describe_nodes(const std::vector<slurm::NodeDevices>& nodes)
+{
+    std::string out;
+    for (const auto& n : nodes)
+        out += (out.empty() ? "" : ", ") + n.name + ":" + (n.ids.empty() ? "none" : format_device_range(n.ids));
+    return out;
+}
+
+// The static check per node: a job never spans nodes.
+bool report_oversized_per_node(const std::string& file, const std::vector<cmdfile::JobSpec>& specs,
+                               const SlurmSetup& slurm)
+{
+    std::size_t most = 0;
+    for (const auto& n : slurm.nodes)
+        most = std::max(most, n.ids.size());
+    bool any = false;
+    for (const auto& s : specs) {
+        if (static_cast<std::size_t>(s.devices) <= most)
+            continue;
+        any = true;
+        std::cerr << cmdfile::format_diagnostic(file, {s.line, 1,
+                                                       "job '" + s.label + "' needs " + std::to_string(s.devices) +
+                                                           " devices but no node of the allocation has more than " +
+                                                           std::to_string(most) + " (" + describe_nodes(slurm.nodes) +
+                                                           ")"})
+                  << "\n";
+    }
+    if (any)
+        std::cerr << "pto-par: note: a job runs on one node; ask salloc/sbatch for more GPUs per node (--gres=gpu:N)\n";
+    return any;
+}
+
 int run(int argc, char** argv, cli::EarlySignals& signals)
 {
     auto parsed = cli::parse_options(argc, argv);
@@ -143,7 +211,15 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         std::cout << "pto-par " PTO_PAR_VERSION "\n";
         return 0;
     }
-    auto pool = choose_pool(opt.devices);
+    std::optional<SlurmSetup> slurm;
+    if (opt.slurm) {
+        auto s = slurm_setup(opt, argc, argv);
+        if (!s)
+            return usage_error(s.error().message);
+        slurm = std::move(*s);
+    }
+    auto pool = slurm ? Expected<DiscoveredPool>(DiscoveredPool{{}, "the Slurm allocation", {}, {}})
+                      : choose_pool(opt.devices);
     if (!pool)
         return usage_error(pool.error().message);
 
@@ -173,17 +249,28 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         return exit_usage;
     }
     const auto& specs = parsed_file.jobs;
-    if (report_oversized(display_name, specs, *pool, opt.devices == "auto"))
+    if (slurm ? report_oversized_per_node(display_name, specs, *slurm)
+              : report_oversized(display_name, specs, *pool, opt.devices == "auto"))
         return exit_usage;
-    const std::size_t max_parallel = opt.jobs.value_or(auto_parallel(opt.platform, pool->ids.size()));
-    const std::string plan_header = "pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) +
-                                    " from " + pool->source + ", platform " + opt.platform + ", -j " +
+    // -j auto under Slurm: a step per GPU of the allocation (a node per
+    // step when it has none).
+    const std::size_t max_parallel =
+        opt.jobs.value_or(slurm ? std::max(slurm->devices, slurm->nodes.size())
+                                : auto_parallel(opt.platform, pool->ids.size()));
+    const std::string pool_text =
+        slurm ? "Slurm job " + slurm->options.job_id + " nodes " + describe_nodes(slurm->nodes)
+              : "pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) + " from " +
+                    pool->source;
+    const std::string plan_header = pool_text + ", platform " + opt.platform + ", -j " +
                                     std::to_string(max_parallel) + ", " + std::to_string(specs.size()) + " jobs";
-    const auto containment = describe_containment(opt.contain);
+    const auto containment = slurm ? Expected<std::string>("slurmd, as steps (srun --exact -N1 -w NODE)")
+                                   : describe_containment(opt.contain);
     if (!containment)
         return usage_error(containment.error().message);
     if (opt.dry_run) {
         cli::print_plan(std::cout, specs, plan_header + "\n# jobs contained by " + *containment);
+        if (slurm)
+            cli::print_slurm_plan(std::cout, specs, slurm->nodes);
         std::cout.flush();
         return std::cout ? 0 : 1;
     }
@@ -198,7 +285,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
             return error(sys_error("cannot open --json file '" + opt.json_path + "'", errno).message);
     }
 
-    const cli::JobWorld world{opt.shell, opt.device_env, &*pool};
+    const cli::JobWorld world{opt.shell, opt.device_env, &*pool, slurm ? slurm->self : std::string()};
     RunOptions ro;
     ro.pool = pool->ids;
     ro.max_parallel = max_parallel;
@@ -208,6 +295,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     ro.job_timeout_s = opt.job_timeout_s;
     ro.dump_grace_s = opt.dump_grace_s;
     ro.containment = opt.contain;
+    if (slurm)
+        ro.slurm = slurm->options;
 
     report::StatusLines status(STDERR_FILENO, opt.verbosity, specs);
     report::OutputWriter output(STDOUT_FILENO, opt.output);
@@ -287,6 +376,10 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
 
 int main(int argc, char** argv)
 {
+    // A step of --launcher slurm: before anything blocks a signal or ignores
+    // SIGPIPE, since the job inherits both across the exec.
+    if (argc >= 2 && std::string_view(argv[1]) == cli::step_mode_flag)
+        return cli::exec_step(argc, argv);
     // First of all: from here on no signal can kill pto-par half-way or be
     // lost; they are read where pto-par can act on them.
     auto signals = cli::EarlySignals::open();

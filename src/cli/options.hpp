@@ -32,6 +32,7 @@ struct Options {
     int verbosity = 0;                    // -1 quiet, 0 normal, 1 verbose
     std::string shell = "/bin/sh";
     Containment contain = Containment::automatic;  // --contain
+    bool slurm = false;                   // --launcher slurm, else $PTO_PAR_LAUNCHER
     std::string file = "-";               // "-" is standard input
     bool help = false;
     bool version = false;

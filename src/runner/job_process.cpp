@@ -84,6 +84,10 @@ int JobProcess::member_count() const
 
 void JobProcess::signal(int sig) const
 {
+    if (step_) {
+        step_->signal(sig, pid_);
+        return;
+    }
     // The group first: it reaches every member in one call, and a process
     // that left the group is still found through the cgroup.
     signal_group(pid_, sig);
@@ -93,6 +97,10 @@ void JobProcess::signal(int sig) const
 
 void JobProcess::kill_all() const
 {
+    if (step_) {
+        step_->signal(SIGKILL, pid_);
+        return;
+    }
     signal_group(pid_, SIGKILL);
     if (cgroup_)
         cgroup_->kill_all();

@@ -15,6 +15,7 @@
 
 #include "common/unique_fd.hpp"
 #include "runner/cgroup.hpp"
+#include "runner/slurm_step.hpp"
 
 namespace pto::runner {
 
@@ -38,7 +39,12 @@ public:
     std::size_t index() const { return index_; }
     pid_t pid() const { return pid_; }
     Clock::time_point started() const { return started_; }
+    // A step is started when its task runs, not when srun was started.
+    void mark_started(Clock::time_point t) { started_ = t; }
     const JobCgroup* cgroup() const { return cgroup_ ? &*cgroup_ : nullptr; }
+    // A Slurm step: its leader is srun, and it is signalled through scancel.
+    void set_step(StepState step) { step_ = std::move(step); }
+    const StepState* step() const { return step_ ? &*step_ : nullptr; }
 
     int output_fd() const { return out_.get(); }
     // Reads what the pipe holds now into output(), at most `max_reads`
@@ -73,12 +79,14 @@ public:
     bool dumped = false;                 // the TIMEOUT report was delivered
     Clock::time_point dump_at{};         // when the dump grace ends
     bool exit_handled = false;           // the scheduler has taken the leader's end into account
+    bool start_reported = false;         // observers have seen it start (a step: once its task runs)
 
 private:
     std::size_t index_;
     pid_t pid_;
     UniqueFd out_;
     std::optional<JobCgroup> cgroup_;
+    std::optional<StepState> step_;
     JobOutput output_;
     Clock::time_point started_;
     std::optional<int> status_;
@@ -93,9 +101,13 @@ void JobProcess::read_output(std::vector<char>& scratch, int max_reads, Live&& l
     for (int i = 0; out_ && (max_reads == 0 || i < max_reads); ++i) {
         const ssize_t n = ::read(out_.get(), scratch.data(), scratch.size());
         if (n > 0) {
-            const std::string_view bytes(scratch.data(), static_cast<std::size_t>(n));
-            output_.append(bytes);
-            live(bytes);
+            std::string_view bytes(scratch.data(), static_cast<std::size_t>(n));
+            if (step_)
+                bytes = step_->filter(bytes);
+            if (!bytes.empty()) {
+                output_.append(bytes);
+                live(bytes);
+            }
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -104,6 +116,13 @@ void JobProcess::read_output(std::vector<char>& scratch, int max_reads, Live&& l
             return;
         // EOF, or an error that makes the pipe unreadable: either way it is done.
         out_.reset();
+        if (step_) {
+            const std::string rest = step_->take_pending();
+            if (!rest.empty()) {
+                output_.append(rest);
+                live(std::string_view(rest));
+            }
+        }
     }
 }
 

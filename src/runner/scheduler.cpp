@@ -26,6 +26,7 @@
 #include "runner/process_group.hpp"
 #include "runner/process_set.hpp"
 #include "runner/signal_channel.hpp"
+#include "runner/slurm_step.hpp"
 
 namespace pto {
 
@@ -74,6 +75,16 @@ Clock::duration to_duration(double s)
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::clamp(s, 0.0, century)));
 }
 
+constexpr std::size_t no_node = static_cast<std::size_t>(-1);
+
+// A node of a Slurm allocation as the scheduler counts it: Slurm picks which
+// of its GPUs a step gets, so only how many are free matters here.
+struct NodeSlots {
+    std::string name;
+    std::size_t free = 0;
+    std::size_t usable = 0;  // less what quarantined steps keep
+};
+
 bool is_shortage(int err)
 {
     return err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM;
@@ -82,10 +93,17 @@ bool is_shortage(int err)
 class Run {
 public:
     Run(std::vector<Job>& jobs, const RunOptions& opt, runner::SignalChannel& signals,
-        const runner::LaunchContext& ctx, const runner::RunCgroup* cgroup)
+        const runner::LaunchContext& ctx, const runner::RunCgroup* cgroup, runner::Helpers& helpers)
         : jobs_(jobs), opt_(opt), ctx_(ctx), cgroup_(cgroup), set_(signals, opt.poll_clients), signals_(signals),
-          pool_(opt.pool), began_(Clock::now())
+          pool_(opt.pool), helpers_(helpers), began_(Clock::now())
     {
+        set_.set_helpers(&helpers);
+        if (opt.slurm) {
+            step_control_ = {opt.slurm->job_id, opt.slurm->scancel, &helpers};
+            for (const auto& n : opt.slurm->nodes)
+                nodes_.push_back({n.name, n.devices, n.devices});
+        }
+        node_of_.resize(jobs.size(), no_node);
         if (opt.timeout_s)
             run_deadline_ = began_ + to_duration(*opt.timeout_s);
         if (opt.stop_escapees && cgroup == nullptr)
@@ -111,6 +129,10 @@ public:
 
 private:
     void start_ready();
+    std::size_t pick_node(std::size_t count) const;
+    void release_held(std::size_t index, const std::vector<int>& devices);
+    std::size_t usable() const;
+    void note_step_start(JobProcess& j);
     bool start(std::size_t index, std::vector<int> devices);
     void fail_to_start(std::size_t index, std::vector<int> devices, const Error& why);
     void notice(const std::string& text);
@@ -140,6 +162,10 @@ private:
     runner::ProcessSet set_;
     runner::SignalChannel& signals_;
     DevicePool pool_;
+    runner::Helpers& helpers_;
+    runner::StepControl step_control_{};
+    std::vector<NodeSlots> nodes_;       // under Slurm; empty otherwise
+    std::vector<std::size_t> node_of_;   // per job: its node's index while it runs, or no_node
     std::vector<JobResult> results_;
     std::vector<bool> cancelled_;  // taken out of the queue before its turn
     std::vector<std::vector<int>> held_;  // per job: its devices while it runs
@@ -177,13 +203,57 @@ void Run::start_ready()
             return;
         if (throttled_)
             return;  // until a running job ends and frees what it held
-        auto devices = pool_.acquire(jobs_[next_].device_count);
+        const std::size_t count = jobs_[next_].device_count;
+        std::optional<std::vector<int>> devices;
+        if (opt_.slurm) {
+            const std::size_t node = pick_node(count);
+            if (node == no_node)
+                return;  // head-of-line: nothing behind it may pass
+            nodes_[node].free -= count;
+            node_of_[next_] = node;
+            devices.emplace();
+        } else {
+            devices = pool_.acquire(count);
+        }
         if (!devices)
             return;  // head-of-line: nothing behind it may pass
         if (!start(next_, std::move(*devices)))
             return;  // stays at the head
         ++next_;
     }
+}
+
+// The node with the most free GPUs among those that have `count` free (the
+// first such in the allocation's order on a tie), so that steps spread over
+// the nodes' CPUs; no_node if none has.
+std::size_t Run::pick_node(std::size_t count) const
+{
+    std::size_t best = no_node;
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+        if (nodes_[i].free >= count && (best == no_node || nodes_[i].free > nodes_[best].free))
+            best = i;
+    return best;
+}
+
+void Run::release_held(std::size_t index, const std::vector<int>& devices)
+{
+    if (node_of_[index] == no_node) {
+        pool_.release(devices);
+        return;
+    }
+    nodes_[node_of_[index]].free += jobs_[index].device_count;
+    node_of_[index] = no_node;
+}
+
+// The most devices a job can still get.
+std::size_t Run::usable() const
+{
+    if (!opt_.slurm)
+        return pool_.usable();
+    std::size_t most = 0;
+    for (const auto& n : nodes_)
+        most = std::max(most, n.usable);
+    return most;
 }
 
 void Run::fail_to_start(std::size_t index, std::vector<int> devices, const Error& why)
@@ -195,7 +265,7 @@ void Run::fail_to_start(std::size_t index, std::vector<int> devices, const Error
     res.duration_s = 0;
     res.status = JobStatus::failed;
     res.error = why.message;
-    pool_.release(devices);
+    release_held(index, devices);
     ++finished_;
     if (opt_.observer != nullptr)
         opt_.observer->on_finish(jobs_[index], res, JobOutput{});
@@ -227,11 +297,14 @@ bool Run::start(std::size_t index, std::vector<int> devices)
         else
             child = tl::unexpected(cg.error());
     }
+    const std::size_t node = node_of_[index];
+    if (node != no_node)
+        spec->argv = runner::step_argv(*opt_.slurm, nodes_[node].name, job.device_count, spec->argv);
     if (cgroup_ == nullptr || cgroup)
         child = runner::launch(*spec, ctx_, cgroup ? cgroup->procs_fd() : -1);
     if (!child) {
         if (is_shortage(child.error().sys_errno) && !set_.empty()) {
-            pool_.release(devices);
+            release_held(index, devices);
             throttled_ = true;
             if (!throttle_notice_given_) {
                 throttle_notice_given_ = true;
@@ -256,13 +329,41 @@ bool Run::start(std::size_t index, std::vector<int> devices)
     res.pid = child->pid;
     auto j = std::make_unique<JobProcess>(index, child->pid, std::move(child->output), std::move(cgroup),
                                           JobOutput(opt_.output_memory_limit), started);
+    held_[index] = std::move(devices);
+    if (node != no_node) {
+        // It starts when its task runs: until then it waits for Slurm.
+        res.node = nodes_[node].name;
+        j->set_step(runner::StepState(nodes_[node].name, step_control_));
+        set_.add(std::move(j));
+        return true;
+    }
     if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
         j->limit_at = started + to_duration(*limit);
-    held_[index] = std::move(devices);
+    j->start_reported = true;
     set_.add(std::move(j));
     if (opt_.observer != nullptr)
         opt_.observer->on_start(job, res);
     return true;
+}
+
+// A step's task has said where it runs and which GPUs it got: from here on
+// it is running, and its time limit counts.
+void Run::note_step_start(JobProcess& j)
+{
+    if (j.start_reported || j.step() == nullptr || !j.step()->header())
+        return;
+    j.start_reported = true;
+    const auto now = Clock::now();
+    const Job& job = jobs_[j.index()];
+    JobResult& res = results_[j.index()];
+    res.devices = j.step()->header()->gpus;
+    res.node = j.step()->header()->node;
+    res.start = unix_now();
+    j.mark_started(now);
+    if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
+        j.limit_at = now + to_duration(*limit);
+    if (opt_.observer != nullptr)
+        opt_.observer->on_start(job, res);
 }
 
 void Run::stop_all(const char* reason)
@@ -322,7 +423,7 @@ void Run::quarantine(JobProcess& j)
 {
     j.stage = StopStage::abandoned;
     JobResult& res = results_[j.index()];
-    const auto& devices = held_[j.index()];
+    const auto& devices = j.step() != nullptr ? results_[j.index()].devices : held_[j.index()];
     const std::string what = runner::describe_processes(j.members());
     if (!j.exit_handled)
         res.status = j.timed_out ? JobStatus::timeout : JobStatus::killed;
@@ -330,7 +431,10 @@ void Run::quarantine(JobProcess& j)
                 (devices.empty() ? std::string("none") : format_device_range(devices)) +
                 " withheld for the rest of the run";
     notice("job '" + jobs_[j.index()].label + "' " + res.error);
-    pool_.withhold(devices);
+    if (node_of_[j.index()] != no_node)
+        nodes_[node_of_[j.index()]].usable -= jobs_[j.index()].device_count;
+    else
+        pool_.withhold(devices);
     withheld_.insert(withheld_.end(), devices.begin(), devices.end());
     std::sort(withheld_.begin(), withheld_.end());
     read(j, 0);
@@ -344,11 +448,12 @@ void Run::quarantine(JobProcess& j)
 void Run::cancel_unfittable()
 {
     for (std::size_t i = next_; i < jobs_.size(); ++i) {
-        if (cancelled_[i] || jobs_[i].device_count <= pool_.usable())
+        if (cancelled_[i] || jobs_[i].device_count <= usable())
             continue;
         cancelled_[i] = true;
         results_[i].error = "needs " + std::to_string(jobs_[i].device_count) + " devices but only " +
-                            std::to_string(pool_.usable()) + " remain usable (devices " +
+                            std::to_string(usable()) + " remain usable" + (opt_.slurm ? " on one node" : "") +
+                            " (devices " +
                             format_device_range(withheld_) + " withheld)";
         if (opt_.observer != nullptr)
             opt_.observer->on_cancel(jobs_[i], results_[i]);
@@ -481,13 +586,15 @@ void Run::on_leader_exit(JobProcess& j)
 
 void Run::read(JobProcess& j, int max_reads)
 {
-    if (opt_.observer == nullptr) {
-        j.read_output(scratch_, max_reads, [](std::string_view) {});
-        return;
-    }
     const Job& job = jobs_[j.index()];
     const JobResult& res = results_[j.index()];
-    j.read_output(scratch_, max_reads, [&](std::string_view bytes) { opt_.observer->on_output(job, res, bytes); });
+    // A step's START comes before the first output after its header.
+    j.read_output(scratch_, max_reads, [&](std::string_view bytes) {
+        note_step_start(j);
+        if (opt_.observer != nullptr)
+            opt_.observer->on_output(job, res, bytes);
+    });
+    note_step_start(j);
 }
 
 void Run::finish_ended()
@@ -516,7 +623,7 @@ void Run::finish(JobProcess& j)
             stop_all("fail-fast");
     }
     if (j.stage != StopStage::abandoned)
-        pool_.release(held_[j.index()]);
+        release_held(j.index(), held_[j.index()]);
     throttled_ = false;
     ++finished_;
     res.end = unix_now();
@@ -578,6 +685,8 @@ std::vector<pid_t> Run::escapees() const
     });
     for (const auto& j : abandoned_)
         std::erase(pids, j->pid());
+    for (pid_t helper : helpers_.pids())
+        std::erase(pids, helper);
     return pids;
 }
 
@@ -682,14 +791,24 @@ Expected<std::string> describe_containment(Containment mode)
 Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
 {
     DevicePool pool(options.pool);
+    std::size_t most = pool.size();
+    if (options.slurm) {
+        most = 0;
+        for (const auto& n : options.slurm->nodes)
+            most = std::max(most, n.devices);
+        if (options.slurm->nodes.empty())
+            return fail("the Slurm allocation has no nodes");
+    }
     for (const Job& job : jobs)
-        if (job.device_count > pool.size())
-            return fail("job '" + job.label + "' needs " + std::to_string(job.device_count) +
-                        " devices but the pool has " + std::to_string(pool.size()));
+        if (job.device_count > most)
+            return fail("job '" + job.label + "' needs " + std::to_string(job.device_count) + " devices but the " +
+                        (options.slurm ? "largest node has " : "pool has ") + std::to_string(most));
 
     std::optional<runner::RunCgroup> cgroup;
     std::string cgroup_notice;
-    if (options.containment != Containment::process_group) {
+    // Under Slurm the tasks are slurmd's children; a cgroup around srun
+    // would only let cgroup.kill SIGKILL srun and orphan its step.
+    if (options.containment != Containment::process_group && !options.slurm) {
         auto made = runner::RunCgroup::create();
         if (made)
             cgroup = std::move(*made);
@@ -709,10 +828,11 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
     SubreaperScope subreaper;
     const runner::Environment env;
     const runner::LaunchContext ctx{&env, dev_null.get()};
+    runner::Helpers helpers(ctx);
 
     // Declared last, destroyed first: a Run that ends by an error or an
     // exception stops and reaps whatever of its jobs still runs.
-    Run run(jobs, options, *signals, ctx, cgroup ? &*cgroup : nullptr);
+    Run run(jobs, options, *signals, ctx, cgroup ? &*cgroup : nullptr, helpers);
     if (!cgroup_notice.empty() && options.observer != nullptr)
         options.observer->on_notice(cgroup_notice);
     if (auto ok = run.loop(); !ok)

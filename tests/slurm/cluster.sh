@@ -17,25 +17,31 @@ dir=${2:-}
 nodes=(n1 n2)
 
 # Only a PID we recorded, and only while it still is the daemon we started:
-# a recycled PID belongs to someone else.
-stop_daemon() {  # name, pid file
-    local name=$1 file=$2 pid
-    [ -f "$file" ] || return 0
-    pid=$(cat "$file")
-    rm -f "$file"
-    [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || return 0
-    kill -TERM "$pid" 2>/dev/null || return 0
+# a recycled PID belongs to someone else. All get SIGTERM at once (each
+# takes about 2 s to exit), then SIGKILL whatever is left after 10 s.
+stop() {
+    local names=() pids=() name file pid i
+    for file in "$dir"/pid/*; do
+        [ -f "$file" ] || continue
+        name=$(basename "$file")
+        name=${name%%.*}
+        pid=$(cat "$file")
+        rm -f "$file"
+        [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || continue
+        kill -TERM "$pid" 2>/dev/null && names+=("$name") && pids+=("$pid")
+    done
     for _ in $(seq 100); do
-        [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || return 0
+        local alive=0
+        for i in "${!pids[@]}"; do
+            [ "$(cat "/proc/${pids[$i]}/comm" 2>/dev/null)" = "${names[$i]}" ] && alive=1
+        done
+        [ $alive = 0 ] && return 0
         sleep 0.1
     done
-    kill -KILL "$pid" 2>/dev/null
-}
-
-stop() {
-    for n in "${nodes[@]}"; do stop_daemon slurmd "$dir/pid/slurmd.$n"; done
-    stop_daemon slurmctld "$dir/pid/slurmctld"
-    stop_daemon munged "$dir/pid/munged"
+    for i in "${!pids[@]}"; do
+        [ "$(cat "/proc/${pids[$i]}/comm" 2>/dev/null)" = "${names[$i]}" ] && kill -KILL "${pids[$i]}" 2>/dev/null
+    done
+    return 0
 }
 
 if [ "$cmd" = stop ]; then

@@ -22,6 +22,9 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+# meson's timeout and Ctrl-C: still stop the daemons on the way out.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 "$here/cluster.sh" start "$work/cluster"
 case $? in
     0) ;;

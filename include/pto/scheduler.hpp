@@ -148,8 +148,7 @@ struct SlurmNode {
 };
 
 struct SlurmOptions {
-    std::string job_id;        // $SLURM_JOB_ID
-    std::vector<SlurmNode> nodes;
+    std::vector<SlurmNode> nodes;  // of the allocation in $SLURM_JOB_ID, which srun finds itself
     std::string srun = "srun";
     std::string scancel = "scancel";
 };

@@ -135,6 +135,7 @@ int stop_signal_now(cli::EarlySignals& signals, const std::string& doing)
 struct SlurmSetup {
     SlurmOptions options;
     std::vector<slurm::NodeDevices> nodes;
+    std::string job_id;
     std::string self;  // this binary, run by each step
     std::size_t devices = 0;
 };
@@ -152,7 +153,7 @@ Expected<SlurmSetup> slurm_setup(const cli::Options& opt, int argc, char** argv)
     if (!nodes)
         return tl::unexpected(nodes.error());
     s.nodes = std::move(*nodes);
-    s.options.job_id = job_id;
+    s.job_id = job_id;
     for (const auto& n : s.nodes) {
         s.options.nodes.push_back({n.name, n.ids.size()});
         s.devices += n.ids.size();
@@ -258,7 +259,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         opt.jobs.value_or(slurm ? std::max(slurm->devices, slurm->nodes.size())
                                 : auto_parallel(opt.platform, pool->ids.size()));
     const std::string pool_text =
-        slurm ? "Slurm job " + slurm->options.job_id + " nodes " + describe_nodes(slurm->nodes)
+        slurm ? "Slurm job " + slurm->job_id + " nodes " + describe_nodes(slurm->nodes)
               : "pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) + " from " +
                     pool->source;
     const std::string plan_header = pool_text + ", platform " + opt.platform + ", -j " +

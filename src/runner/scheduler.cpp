@@ -99,7 +99,7 @@ public:
     {
         set_.set_helpers(&helpers);
         if (opt.slurm) {
-            step_control_ = {opt.slurm->job_id, opt.slurm->scancel, &helpers};
+            step_control_ = {opt.slurm->scancel, &helpers};
             for (const auto& n : opt.slurm->nodes)
                 nodes_.push_back({n.name, n.devices, n.devices});
         }

@@ -40,7 +40,6 @@ private:
 };
 
 struct StepControl {
-    std::string job_id;  // $SLURM_JOB_ID
     std::string scancel;
     Helpers* helpers;
 };

@@ -8,7 +8,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 pto_par=$(realpath "$1")
 shift
-all=(spread static fifo fail_fast interrupt timeout killed)
+all=(spread static fifo fail_fast interrupt timeout killed refused)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -155,6 +155,28 @@ scenario_killed() {
         kill -KILL $pid; wait $pid' inner "$pto_par" "$work/kill.cmds" "$work/kill"
     local rc=$?
     [ $rc = 137 ] || fail "exit $rc, 137 expected (99: steps were left): $(cat "$work/kill.err")"
+}
+
+# A step Slurm refuses is a failed job with Slurm's words, not a hang: the
+# refusal comes from an srun in front of the real one that asks for a node
+# outside the allocation.
+scenario_refused() {
+    mkdir -p "$work/bin"
+    cat >"$work/bin/srun" <<WRAP
+#!/bin/bash
+args=("\$@")
+for i in "\${!args[@]}"; do [ "\${args[\$i]}" = -w ] && args[\$((i + 1))]=n9 && break; done
+exec $(command -v srun) "\${args[@]}"
+WRAP
+    chmod +x "$work/bin/srun"
+    printf 'echo never\n@0 echo never either\n' >"$work/refused.cmds"
+    PATH=$work/bin:$PATH in_allocation timeout 60 "$pto_par" --launcher slurm "$work/refused.cmds" \
+        >"$work/refused.out" 2>"$work/refused.err"
+    local rc=$?
+    [ $rc = 1 ] || fail "exit $rc, 1 expected: $(cat "$work/refused.err")"
+    [ "$(grep -c '^\[pto-par\] FAIL' "$work/refused.err")" = 2 ] || fail "two FAIL expected: $(cat "$work/refused.err")"
+    grep -q 'srun: error' "$work/refused.out" || fail "Slurm's message is not in the output: $(cat "$work/refused.out")"
+    grep -q never "$work/refused.out" && fail "a refused job ran"
 }
 
 for s in "${wanted[@]}"; do

@@ -60,7 +60,7 @@ TEST_SUITE("slurm_allocation")
     {
         const std::string stream = "srun: warning: something\n\x1epto-par-step 5.0 n1 1\nhello\nworld";
         for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
-            runner::StepControl control{"5", "scancel", nullptr};
+            runner::StepControl control{"scancel", nullptr};
             runner::StepState step("n1", control);
             std::string out(step.filter(std::string_view(stream).substr(0, cut)));
             out += step.filter(std::string_view(stream).substr(cut));
@@ -75,7 +75,7 @@ TEST_SUITE("slurm_allocation")
 
     TEST_CASE("without a header (srun could not start the step) everything is output")
     {
-        runner::StepControl control{"5", "scancel", nullptr};
+        runner::StepControl control{"scancel", nullptr};
         runner::StepState step("n1", control);
         std::string out(step.filter("srun: error: Unable to create step for job 5: Requested node configuration "
                                     "is not available\n"));

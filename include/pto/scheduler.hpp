@@ -56,6 +56,8 @@ struct Job {
     std::string label;
     std::size_t device_count = 1;
     // Receives what the job holds; an error fails this job alone.
+    // Under RunOptions::slurm it receives no devices: Slurm picks the GPUs on
+    // the node, and the step finds them in its environment (SLURM_STEP_GPUS).
     std::function<Expected<LaunchSpec>(const Allocation&)> build;
     std::size_t port_count = 0;  // consecutive free TCP ports it needs from RunOptions' range
     std::size_t retries = 0;     // after a failure or its own timeout, run again up to this many times
@@ -89,9 +91,10 @@ struct JobResult {
     JobStatus status = JobStatus::cancelled;
     std::optional<int> exit_code;   // when the main process exited
     int signal = 0;                 // the signal that ended it, 0 if none
-    std::vector<int> devices;
+    std::vector<int> devices;       // under Slurm: the GPU indices on `node` that the step got
     std::vector<int> ports;         // its TCP ports, if it asked for some
-    pid_t pid = -1;                 // -1 if never started
+    std::string node;               // under Slurm: the node the step was sent to; empty otherwise
+    pid_t pid = -1;                 // -1 if never started (under Slurm: srun's pid)
     double start = 0;               // Unix seconds
     double end = 0;                 // when its devices were released
     double duration_s = 0;
@@ -163,8 +166,24 @@ enum class Containment {
     process_group,  // the job's session and process group, with this process as subreaper
 };
 
+// Jobs as job steps of the Slurm allocation this process runs in: each job
+// is `srun --exact -N1 -n1 -w NODE --gres=gpu:N` on a node that has N of its
+// GPUs free, and is stopped with `scancel --ctld --signal=...`. A job starts
+// (its time limit runs, observers see on_start) when its task runs: the wait
+// for Slurm to create the step is queueing.
+struct SlurmNode {
+    std::string name;          // as Slurm names it
+    std::size_t devices = 0;   // GPUs the allocation holds on it
+};
+
+struct SlurmOptions {
+    std::vector<SlurmNode> nodes;  // of the allocation in $SLURM_JOB_ID, which srun finds itself
+    std::string srun = "srun";
+    std::string scancel = "scancel";
+};
+
 struct RunOptions {
-    std::vector<int> pool;            // device ids
+    std::vector<int> pool;            // device ids (unused with `slurm`: each node's GPUs are its pool)
     std::size_t max_parallel = 0;     // 0: only the pool bounds it
     bool fail_fast = false;
     // EASY backfill: while the head of the queue waits for devices, a later
@@ -188,7 +207,8 @@ struct RunOptions {
     bool stop_escapees = true;
     RunObserver* observer = nullptr;
     std::vector<PollClient*> poll_clients;
-    Containment containment = Containment::automatic;
+    Containment containment = Containment::automatic;  // without effect under Slurm (slurmd holds the tasks)
+    std::optional<SlurmOptions> slurm;
     // The TCP ports jobs draw from (Job::port_count): a second pool, with the
     // same FIFO and the same rule that no two running jobs share one.
     int port_low = 29500;

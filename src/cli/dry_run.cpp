@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include <pto/devices.hpp>
+
 namespace pto::cli {
 
 void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
@@ -23,6 +25,22 @@ void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
         }
         out << s.seq << '\t' << s.label << '\t' << s.devices << '\t' << timeout << '\t' << expect << '\t' << s.line
             << '\t' << s.command << '\n';
+    }
+}
+
+void print_slurm_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
+                      std::span<const slurm::NodeDevices> nodes)
+{
+    for (const auto& n : nodes)
+        out << "# node " << n.name << ": GPUs " << (n.ids.empty() ? std::string("none") : format_device_range(n.ids))
+            << "\n";
+    out << "# seq\tlabel\tdevices\tnodes\n";
+    for (const auto& s : specs) {
+        std::string where;
+        for (const auto& n : nodes)
+            if (static_cast<std::size_t>(s.devices) <= n.ids.size())
+                where += (where.empty() ? "" : ",") + n.name;
+        out << "# " << s.seq << '\t' << s.label << '\t' << s.devices << '\t' << where << '\n';
     }
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cmdfile/commands_file.hpp"
+#include "slurm/allocation.hpp"
 
 namespace pto::cli {
 
@@ -17,5 +18,11 @@ namespace pto::cli {
 // memory twice.
 void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
                 std::span<const std::optional<double>> expected, const std::string& header);
+
+// --launcher slurm: '#' lines with each node's GPUs, then for each job the
+// nodes it can run on (a job never spans nodes; which of them it gets
+// depends on what is free when its turn comes).
+void print_slurm_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
+                      std::span<const slurm::NodeDevices> nodes);
 
 }  // namespace pto::cli

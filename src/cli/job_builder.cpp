@@ -2,6 +2,8 @@
 
 #include <pto/devices.hpp>
 
+#include "cli/slurm.hpp"
+
 namespace pto::cli {
 
 std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWorld& world)
@@ -18,6 +20,17 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
         job.command = spec.command;
         job.port_count = static_cast<std::size_t>(spec.ports);
         job.retries = static_cast<std::size_t>(spec.retries.value_or(world.retries));
+        if (!world.slurm_self.empty()) {
+            // The ids are Slurm's to pick: the step replaces the placeholders.
+            job.build = [&spec, &world](std::span<const int>) -> Expected<LaunchSpec> {
+                LaunchSpec launch;
+                launch.argv = step_command(world.slurm_self, world.shell, spec.command, world.device_env);
+                launch.env = {"PTO_PAR_LABEL=" + spec.label, "PTO_PAR_SEQ=" + std::to_string(spec.seq)};
+                return launch;
+            };
+            jobs.push_back(std::move(job));
+            continue;
+        }
         job.build = [&spec, &world](const Allocation& held) -> Expected<LaunchSpec> {
             const std::span<const int> ids = held.devices;
             const std::string list = format_device_list(ids);

@@ -18,6 +18,7 @@ struct JobWorld {
     std::vector<std::string> device_env;  // -e names
     const DiscoveredPool* pool;           // what -e hands out: ids, or a variable's own entries
     int retries = 0;                      // --retries, for lines without retries=
+    std::string slurm_self;               // --launcher slurm: this binary, which each step runs (step mode)
 };
 
 // `specs` must outlive the returned jobs' build functions.

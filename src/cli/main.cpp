@@ -19,6 +19,7 @@
 #include "cli/options.hpp"
 #include "cli/preflight.hpp"
 #include "cli/read_input.hpp"
+#include "cli/slurm.hpp"
 #include "cmdfile/commands_file.hpp"
 #include "devices/discovery.hpp"
 #include "output/sink.hpp"
@@ -211,6 +212,74 @@ Expected<Planned> plan_run(const cli::Options& opt, const std::vector<cmdfile::J
     return p;
 }
 
+// --launcher slurm: the allocation's nodes as the pool, checked against
+// the jobs per node; an error message when that cannot be.
+struct SlurmSetup {
+    SlurmOptions options;
+    std::vector<slurm::NodeDevices> nodes;
+    std::string job_id;
+    std::string self;  // this binary, run by each step
+    std::size_t devices = 0;
+};
+
+Expected<SlurmSetup> slurm_setup(const cli::Options& opt, int argc, char** argv)
+{
+    const char* job_id = std::getenv("SLURM_JOB_ID");
+    if (job_id == nullptr || *job_id == '\0')
+        return fail("--launcher slurm runs inside a Slurm allocation ($SLURM_JOB_ID is not set); for example:\n  " +
+                    cli::salloc_hint(argc, argv));
+    if (opt.devices != "auto")
+        return fail("--launcher slurm takes its devices from the allocation: leave out -d");
+    SlurmSetup s;
+    auto nodes = cli::read_allocation(job_id);
+    if (!nodes)
+        return tl::unexpected(nodes.error());
+    s.nodes = std::move(*nodes);
+    s.job_id = job_id;
+    for (const auto& n : s.nodes) {
+        s.options.nodes.push_back({n.name, n.ids.size()});
+        s.devices += n.ids.size();
+    }
+    char path[4096];
+    const ssize_t len = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (len <= 0)
+        return tl::unexpected(sys_error("readlink /proc/self/exe (each step runs this binary)", errno));
+    s.self.assign(path, static_cast<std::size_t>(len));
+    return s;
+}
+
+std::string describe_nodes(const std::vector<slurm::NodeDevices>& nodes)
+{
+    std::string out;
+    for (const auto& n : nodes)
+        out += (out.empty() ? "" : ", ") + n.name + ":" + (n.ids.empty() ? "none" : format_device_range(n.ids));
+    return out;
+}
+
+// The static check per node: a job never spans nodes.
+bool report_oversized_per_node(const std::string& file, const std::vector<cmdfile::JobSpec>& specs,
+                               const SlurmSetup& slurm)
+{
+    std::size_t most = 0;
+    for (const auto& n : slurm.nodes)
+        most = std::max(most, n.ids.size());
+    bool any = false;
+    for (const auto& s : specs) {
+        if (static_cast<std::size_t>(s.devices) <= most)
+            continue;
+        any = true;
+        std::cerr << cmdfile::format_diagnostic(file, {s.line, 1,
+                                                       "job '" + s.label + "' needs " + std::to_string(s.devices) +
+                                                           " devices but no node of the allocation has more than " +
+                                                           std::to_string(most) + " (" + describe_nodes(slurm.nodes) +
+                                                           ")"})
+                  << "\n";
+    }
+    if (any)
+        std::cerr << "pto-par: note: a job runs on one node; ask salloc/sbatch for more GPUs per node (--gres=gpu:N)\n";
+    return any;
+}
+
 int run(int argc, char** argv, cli::EarlySignals& signals)
 {
     auto parsed = cli::parse_options(argc, argv);
@@ -225,7 +294,15 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         std::cout << "pto-par " PTO_PAR_VERSION "\n";
         return 0;
     }
-    auto pool = choose_pool(opt.devices);
+    std::optional<SlurmSetup> slurm;
+    if (opt.slurm) {
+        auto s = slurm_setup(opt, argc, argv);
+        if (!s)
+            return usage_error(s.error().message);
+        slurm = std::move(*s);
+    }
+    auto pool = slurm ? Expected<DiscoveredPool>(DiscoveredPool{{}, "the Slurm allocation", {}, {}})
+                      : choose_pool(opt.devices);
     if (!pool)
         return usage_error(pool.error().message);
 
@@ -259,7 +336,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (!planned)
         return error(planned.error().message);
     const auto& specs = planned->specs;
-    if (report_oversized(display_name, specs, *pool, opt.devices == "auto"))
+    if (slurm ? report_oversized_per_node(display_name, specs, *slurm)
+              : report_oversized(display_name, specs, *pool, opt.devices == "auto"))
         return exit_usage;
     bool too_many_ports = false;
     const int range = opt.port_high - opt.port_low + 1;
@@ -275,16 +353,26 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         }
     if (too_many_ports)
         return exit_usage;
-    const std::size_t max_parallel = opt.jobs.value_or(auto_parallel(opt.platform, pool->ids.size()));
-    const std::string plan_header = "pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) +
-                                    " from " + pool->source + ", platform " + opt.platform + ", -j " +
+    // -j auto under Slurm: a step per GPU of the allocation (a node per
+    // step when it has none).
+    const std::size_t max_parallel =
+        opt.jobs.value_or(slurm ? std::max(slurm->devices, slurm->nodes.size())
+                                : auto_parallel(opt.platform, pool->ids.size()));
+    const std::string pool_text =
+        slurm ? "Slurm job " + slurm->job_id + " nodes " + describe_nodes(slurm->nodes)
+              : "pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) + " from " +
+                    pool->source;
+    const std::string plan_header = pool_text + ", platform " + opt.platform + ", -j " +
                                     std::to_string(max_parallel) + ", " + std::to_string(specs.size()) + " jobs" +
                                     planned->description;
-    const auto containment = describe_containment(opt.contain);
+    const auto containment = slurm ? Expected<std::string>("slurmd, as steps (srun --exact -N1 -w NODE)")
+                                   : describe_containment(opt.contain);
     if (!containment)
         return usage_error(containment.error().message);
     if (opt.dry_run) {
         cli::print_plan(std::cout, specs, planned->expected, plan_header + "\n# jobs contained by " + *containment);
+        if (slurm)
+            cli::print_slurm_plan(std::cout, specs, slurm->nodes);
         std::cout.flush();
         return std::cout ? 0 : 1;
     }
@@ -299,7 +387,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
             return error(sys_error("cannot open --json file '" + opt.json_path + "'", errno).message);
     }
 
-    const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries};
+    const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string()};
     auto jobs = cli::build_jobs(specs, world);
     for (std::size_t i = 0; i < jobs.size(); ++i)
         jobs[i].expected_s = planned->expected[i];
@@ -315,6 +403,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     ro.containment = opt.contain;
     ro.port_low = opt.port_low;
     ro.port_high = opt.port_high;
+    if (slurm)
+        ro.slurm = slurm->options;
 
     std::vector<std::string> spill_notes;
     ro.spill_place = choose_spill_place([&spill_notes](const std::string& text) { spill_notes.push_back(text); },
@@ -411,6 +501,10 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
 
 int main(int argc, char** argv)
 {
+    // A step of --launcher slurm: before anything blocks a signal or ignores
+    // SIGPIPE, since the job inherits both across the exec.
+    if (argc >= 2 && std::string_view(argv[1]) == cli::step_mode_flag)
+        return cli::exec_step(argc, argv);
     // First of all: from here on no signal can kill pto-par half-way or be
     // lost; they are read where pto-par can act on them.
     auto signals = cli::EarlySignals::open();

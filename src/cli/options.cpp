@@ -33,6 +33,7 @@ enum LongOnly {
     opt_ports,
     opt_retries,
     opt_backfill,
+    opt_launcher,
 };
 
 const option long_options[] = {
@@ -62,6 +63,7 @@ const option long_options[] = {
     {"ports", required_argument, nullptr, opt_ports},
     {"retries", required_argument, nullptr, opt_retries},
     {"backfill", no_argument, nullptr, opt_backfill},
+    {"launcher", required_argument, nullptr, opt_launcher},
     {"help", no_argument, nullptr, 'h'},
     {"version", no_argument, nullptr, 'V'},
     {nullptr, 0, nullptr, 0},
@@ -101,11 +103,26 @@ Expected<OutputMode> parse_output(const char* text)
     return fail("invalid value '" + std::string(t) + "' for --output: expected group, stream, failed or none");
 }
 
+Expected<bool> parse_launcher(std::string_view text, const char* where)
+{
+    if (text == "local")
+        return false;
+    if (text == "slurm")
+        return true;
+    return fail("invalid value '" + std::string(text) + "' for " + where + ": expected local or slurm");
+}
+
 }  // namespace
 
 Expected<Options> parse_options(int argc, char** argv)
 {
     Options o;
+    if (const char* p = std::getenv("PTO_PAR_LAUNCHER"); p != nullptr && *p != '\0') {
+        auto slurm = parse_launcher(p, "$PTO_PAR_LAUNCHER");
+        if (!slurm)
+            return tl::unexpected(slurm.error());
+        o.slurm = *slurm;
+    }
     if (const char* p = std::getenv("PTO_PLATFORM"); p != nullptr && *p != '\0')
         o.platform = p;
     else
@@ -246,6 +263,13 @@ Expected<Options> parse_options(int argc, char** argv)
                 return fail("--rerun-failed needs a file");
             o.rerun_failed = arg;
             break;
+        case opt_launcher: {
+            auto slurm = parse_launcher(arg, "--launcher");
+            if (!slurm)
+                return tl::unexpected(slurm.error());
+            o.slurm = *slurm;
+            break;
+        }
         case ':':
             return fail(std::string("option '") + name + "' needs a value");
         default:
@@ -294,6 +318,9 @@ Failures and limits:
       --contain HOW      keep each job together so all of it can be stopped:
                          cgroup (a cgroup v2 per job), pgroup (its process
                          group), auto (default: cgroup where possible)
+      --launcher HOW     local (default, or $PTO_PAR_LAUNCHER), or slurm:
+                         each job a step of the Slurm allocation this runs
+                         in, on a node with the GPUs it needs
 
 Large suites:
       --history FILE     an earlier run's --json report, for each job's last

@@ -41,6 +41,7 @@ struct Options {
     bool backfill = false;                // --backfill
     int port_low = 29500;                 // --ports LO-HI
     int port_high = 30499;
+    bool slurm = false;                   // --launcher slurm, else $PTO_PAR_LAUNCHER
     std::string file = "-";               // "-" is standard input
     bool help = false;
     bool version = false;

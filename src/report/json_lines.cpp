@@ -66,6 +66,9 @@ std::string job_json(const Job& job, const JobResult& r)
     for (std::size_t i = 0; i < r.devices.size(); ++i)
         o += (i ? "," : "") + std::to_string(r.devices[i]);
     o += "]";
+    // Under --launcher slurm only, so local reports stay as they were.
+    if (!r.node.empty())
+        o += ",\"node\":" + json_string(r.node);
     const bool started = r.pid > 0;
     o += ",\"pid\":" + (started ? std::to_string(r.pid) : std::string("null"));
     o += ",\"start\":" + (r.start > 0 ? number(r.start) : std::string("null"));

@@ -371,7 +371,7 @@ Expected<void> JunitReport::open()
 std::string JunitReport::testcase_head(const Job& job, const JobResult& r) const
 {
     std::string h = "  <testcase" + attr("name", r.label) + attr("classname", suite_) +
-                    attr("time", fixed(r.duration_s, 3)) + ">\n";
+                    attr("time", fixed(r.duration_s, 3)) + (r.node.empty() ? "" : attr("hostname", r.node)) + ">\n";
     h += "    <properties>\n";
     const auto property = [&h](std::string_view name, std::string_view value) {
         h += "      <property" + attr("name", name) + attr("value", value) + "/>\n";

@@ -50,6 +50,8 @@ std::string format_finish_line(const JobResult& r)
     else if (r.exit_code)
         line += " exit=" + std::to_string(*r.exit_code);
     line += " " + fixed(r.duration_s, 2) + "s devices=" + devices_text(r.devices);
+    if (!r.node.empty())
+        line += " node=" + text::printable(r.node);
     if (r.stragglers > 0)
         line += " (stopped " + std::to_string(r.stragglers) + " leftover process" +
                 (r.stragglers == 1 ? "" : "es") + ")";
@@ -78,6 +80,8 @@ void StatusLines::on_start(const Job& job, const JobResult& r)
         return;
     std::string line = "[pto-par] START " + text::printable(r.label) + " pid=" + std::to_string(r.pid) +
                        " devices=" + devices_text(r.devices);
+    if (!r.node.empty())
+        line += " node=" + text::printable(r.node);
     if (verbosity_ > 0 && job.line != 0)
         line += " line=" + std::to_string(job.line) + ": " + text::printable(job.command);
     line += '\n';

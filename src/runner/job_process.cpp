@@ -61,12 +61,45 @@ JobProcess::~JobProcess()
 
 void JobProcess::read_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live)
 {
+    if (step_) {
+        read_step_output(chunk, max_reads, live);
+        return;
+    }
     for (int i = 0; out_ && (max_reads == 0 || i < max_reads); ++i) {
         const auto got = output_.take_from_pipe(out_.get(), chunk, live);
         if (got.eof)
             out_.reset();
         else if (got.bytes == 0)
             return;
+    }
+}
+
+// A step's output starts with srun's marker line, which is pto-par's and not
+// the job's: the bytes pass through user space to have it taken out.
+void JobProcess::read_step_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live)
+{
+    std::string buf(std::min<std::size_t>(chunk, 64 * 1024), '\0');
+    const auto keep = [&](std::string_view bytes) {
+        if (bytes.empty())
+            return;
+        output_.append(bytes);
+        if (live)
+            live(bytes);
+    };
+    for (int i = 0; out_ && (max_reads == 0 || i < max_reads); ++i) {
+        const ssize_t n = ::read(out_.get(), buf.data(), buf.size());
+        if (n > 0) {
+            keep(step_->filter(std::string_view(buf.data(), static_cast<std::size_t>(n))));
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        // EOF, or an error that makes the pipe unreadable: either way it is done.
+        out_.reset();
+        const std::string rest = step_->take_pending();
+        keep(rest);
     }
 }
 
@@ -95,6 +128,10 @@ int JobProcess::member_count() const
 
 void JobProcess::signal(int sig) const
 {
+    if (step_) {
+        step_->signal(sig, pid_);
+        return;
+    }
     // The group first: it reaches every member in one call, and a process
     // that left the group is still found through the cgroup.
     signal_group(pid_, sig);
@@ -104,6 +141,10 @@ void JobProcess::signal(int sig) const
 
 void JobProcess::kill_all() const
 {
+    if (step_) {
+        step_->signal(SIGKILL, pid_);
+        return;
+    }
     signal_group(pid_, SIGKILL);
     if (cgroup_)
         cgroup_->kill_all();

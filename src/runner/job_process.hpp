@@ -16,6 +16,7 @@
 
 #include "common/unique_fd.hpp"
 #include "runner/cgroup.hpp"
+#include "runner/slurm_step.hpp"
 
 namespace pto::runner {
 
@@ -39,7 +40,12 @@ public:
     std::size_t index() const { return index_; }
     pid_t pid() const { return pid_; }
     Clock::time_point started() const { return started_; }
+    // A step is started when its task runs, not when srun was started.
+    void mark_started(Clock::time_point t) { started_ = t; }
     const JobCgroup* cgroup() const { return cgroup_ ? &*cgroup_ : nullptr; }
+    // A Slurm step: its leader is srun, and it is signalled through scancel.
+    void set_step(StepState step) { step_ = std::move(step); }
+    const StepState* step() const { return step_ ? &*step_ : nullptr; }
 
     int output_fd() const { return out_.get(); }
     // Moves what the pipe holds now into output(), at most `max_reads`
@@ -73,12 +79,16 @@ public:
     bool dumped = false;                 // the TIMEOUT report was delivered
     Clock::time_point dump_at{};         // when the dump grace ends
     bool exit_handled = false;           // the scheduler has taken the leader's end into account
+    bool start_reported = false;         // observers have seen it start (a step: once its task runs)
 
 private:
+    void read_step_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live);
+
     std::size_t index_;
     pid_t pid_;
     UniqueFd out_;
     std::optional<JobCgroup> cgroup_;
+    std::optional<StepState> step_;
     JobOutput output_;
     Clock::time_point started_;
     std::optional<int> status_;

@@ -25,11 +25,15 @@ void ProcessSet::reap()
         const pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid <= 0)
             return;  // 0: none left exited; ECHILD: no children at all
+        bool leader = false;
         for (auto& j : jobs_)
             if (j->pid() == pid && j->leader_alive()) {
                 j->leader_exited(status);
+                leader = true;
                 break;
             }
+        if (!leader && helpers_ != nullptr)
+            (void)helpers_->forget(pid);  // false: an orphan of a job, nothing to do
     }
 }
 

@@ -31,6 +31,8 @@ public:
     {
     }
 
+    // scancel processes to forget when they are reaped.
+    void set_helpers(Helpers* helpers) { helpers_ = helpers; }
     void add(std::unique_ptr<JobProcess> job) { jobs_.push_back(std::move(job)); }
     std::unique_ptr<JobProcess> take(JobProcess* job);
     const std::vector<std::unique_ptr<JobProcess>>& jobs() const { return jobs_; }
@@ -47,6 +49,7 @@ public:
 private:
     SignalChannel& signals_;
     std::vector<PollClient*> clients_;
+    Helpers* helpers_ = nullptr;
     std::vector<std::unique_ptr<JobProcess>> jobs_;
     std::vector<pollfd> fds_;
 };

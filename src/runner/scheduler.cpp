@@ -31,6 +31,7 @@
 #include "runner/process_group.hpp"
 #include "runner/process_set.hpp"
 #include "runner/signal_channel.hpp"
+#include "runner/slurm_step.hpp"
 
 namespace pto {
 
@@ -83,6 +84,16 @@ Clock::duration to_duration(double s)
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::clamp(s, 0.0, century)));
 }
 
+constexpr std::size_t no_node = static_cast<std::size_t>(-1);
+
+// A node of a Slurm allocation as the scheduler counts it: Slurm picks which
+// of its GPUs a step gets, so only how many are free matters here.
+struct NodeSlots {
+    std::string name;
+    std::size_t free = 0;
+    std::size_t usable = 0;  // less what quarantined steps keep
+};
+
 bool is_shortage(int err)
 {
     return err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM;
@@ -91,10 +102,17 @@ bool is_shortage(int err)
 class Run {
 public:
     Run(std::vector<Job>& jobs, const RunOptions& opt, runner::SignalChannel& signals,
-        const runner::LaunchContext& ctx, const runner::RunCgroup* cgroup)
+        const runner::LaunchContext& ctx, const runner::RunCgroup* cgroup, runner::Helpers& helpers)
         : jobs_(jobs), opt_(opt), ctx_(ctx), cgroup_(cgroup), set_(signals, opt.poll_clients), signals_(signals),
-          pool_(opt.pool), ports_(opt.port_low, opt.port_high), began_(Clock::now())
+          pool_(opt.pool), ports_(opt.port_low, opt.port_high), helpers_(helpers), began_(Clock::now())
     {
+        set_.set_helpers(&helpers);
+        if (opt.slurm) {
+            step_control_ = {opt.slurm->scancel, &helpers};
+            for (const auto& n : opt.slurm->nodes)
+                nodes_.push_back({n.name, n.devices, n.devices});
+        }
+        node_of_.resize(jobs.size(), no_node);
         if (opt.timeout_s)
             run_deadline_ = began_ + to_duration(*opt.timeout_s);
         if (opt.stop_escapees && cgroup == nullptr)
@@ -120,6 +138,11 @@ public:
 
 private:
     void start_ready();
+    std::optional<std::vector<int>> acquire_devices(std::size_t index);
+    std::size_t pick_node(std::size_t count) const;
+    void release_held(std::size_t index, const std::vector<int>& devices);
+    std::size_t usable() const;
+    void note_step_start(JobProcess& j);
     bool start(std::size_t index, std::vector<int> devices, std::vector<int> ports);
     void fail_to_start(std::size_t index, std::vector<int> devices, std::vector<int> ports, const Error& why);
     void notice(const std::string& text);
@@ -154,6 +177,10 @@ private:
     runner::SignalChannel& signals_;
     DevicePool pool_;
     PortPool ports_;
+    runner::Helpers& helpers_;
+    runner::StepControl step_control_{};
+    std::vector<NodeSlots> nodes_;       // under Slurm; empty otherwise
+    std::vector<std::size_t> node_of_;   // per job: its node's index while it runs, or no_node
     std::vector<JobResult> results_;
     std::vector<bool> left_queue_;  // cancelled or backfilled before its turn came
     struct Backfilled {
@@ -196,12 +223,12 @@ void Run::start_ready()
             return;
         if (throttled_)
             return;
-        auto devices = pool_.acquire(jobs_[index].device_count);
+        auto devices = acquire_devices(index);
         if (!devices)
             return;
         auto ports = ports_.acquire(jobs_[index].port_count, runner::tcp_port_free);
         if (!ports) {
-            pool_.release(*devices);
+            release_held(index, *devices);
             return;
         }
         if (!start(index, std::move(*devices), std::move(*ports)))
@@ -217,17 +244,17 @@ void Run::start_ready()
             return;
         if (throttled_)
             return;  // until a running job ends and frees what it held
-        auto devices = pool_.acquire(jobs_[next_].device_count);
+        auto devices = acquire_devices(next_);
         if (!devices) {
             // Head-of-line: nothing behind it may pass, unless history says
             // it will be done before the head can start.
-            if (opt_.backfill)
+            if (opt_.backfill && !opt_.slurm)
                 backfill();
             return;
         }
         auto ports = ports_.acquire(jobs_[next_].port_count, runner::tcp_port_free);
         if (!ports) {
-            pool_.release(*devices);
+            release_held(next_, *devices);
             if (!set_.empty())
                 return;  // a running job's ports come back when it ends
             // Nothing of ours holds them: waiting could be for ever.
@@ -315,6 +342,55 @@ void Run::head_started(std::size_t index)
     }
 }
 
+// The devices for job `index` now: from the pool, or under Slurm a count on
+// the node that has most free (Slurm picks the ids: the job learns them when
+// its step runs). Nothing when they are not free.
+std::optional<std::vector<int>> Run::acquire_devices(std::size_t index)
+{
+    const std::size_t count = jobs_[index].device_count;
+    if (!opt_.slurm)
+        return pool_.acquire(count);
+    const std::size_t node = pick_node(count);
+    if (node == no_node)
+        return std::nullopt;
+    nodes_[node].free -= count;
+    node_of_[index] = node;
+    return std::vector<int>{};
+}
+
+// The node with the most free GPUs among those that have `count` free (the
+// first such in the allocation's order on a tie), so that steps spread over
+// the nodes' CPUs; no_node if none has.
+std::size_t Run::pick_node(std::size_t count) const
+{
+    std::size_t best = no_node;
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+        if (nodes_[i].free >= count && (best == no_node || nodes_[i].free > nodes_[best].free))
+            best = i;
+    return best;
+}
+
+void Run::release_held(std::size_t index, const std::vector<int>& devices)
+{
+    if (node_of_[index] == no_node) {
+        pool_.release(devices);
+        return;
+    }
+    nodes_[node_of_[index]].free += jobs_[index].device_count;
+    node_of_[index] = no_node;
+}
+
+// The most devices a job can still get.
+std::size_t Run::usable() const
+{
+    if (!opt_.slurm)
+        return pool_.usable();
+    std::size_t most = 0;
+    for (const auto& n : nodes_)
+        most = std::max(most, n.usable);
+    return most;
+}
+
 void Run::fail_to_start(std::size_t index, std::vector<int> devices, std::vector<int> ports, const Error& why)
 {
     JobResult& res = results_[index];
@@ -326,7 +402,7 @@ void Run::fail_to_start(std::size_t index, std::vector<int> devices, std::vector
     res.duration_s = 0;
     res.status = JobStatus::failed;
     res.error = why.message;
-    pool_.release(devices);
+    release_held(index, devices);
     ++finished_;
     if (opt_.observer != nullptr)
         opt_.observer->on_finish(jobs_[index], res, JobOutput{});
@@ -362,13 +438,16 @@ bool Run::start(std::size_t index, std::vector<int> devices, std::vector<int> po
         else
             child = tl::unexpected(cg.error());
     }
+    const std::size_t node = node_of_[index];
+    if (node != no_node)
+        spec->argv = runner::step_argv(*opt_.slurm, nodes_[node].name, job.device_count, spec->argv);
     if (output && (cgroup_ == nullptr || cgroup))
         child = runner::launch(*spec, ctx_, cgroup ? cgroup->procs_fd() : -1);
     if (cgroup)
         cgroup->close_procs();
     if (!child) {
         if (is_shortage(child.error().sys_errno) && !set_.empty()) {
-            pool_.release(devices);
+            release_held(index, devices);
             ports_.release(ports);
             throttled_ = true;
             if (!throttle_notice_given_) {
@@ -395,14 +474,42 @@ bool Run::start(std::size_t index, std::vector<int> devices, std::vector<int> po
     res.pid = child->pid;
     auto j = std::make_unique<JobProcess>(index, child->pid, std::move(child->output), std::move(cgroup),
                                           std::move(*output), started);
-    if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
-        j->limit_at = started + to_duration(*limit);
     held_[index] = std::move(devices);
     held_ports_[index] = std::move(ports);
+    if (node != no_node) {
+        // It starts when its task runs: until then it waits for Slurm.
+        res.node = nodes_[node].name;
+        j->set_step(runner::StepState(nodes_[node].name, step_control_));
+        set_.add(std::move(j));
+        return true;
+    }
+    if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
+        j->limit_at = started + to_duration(*limit);
+    j->start_reported = true;
     set_.add(std::move(j));
     if (opt_.observer != nullptr)
         opt_.observer->on_start(job, res);
     return true;
+}
+
+// A step's task has said where it runs and which GPUs it got: from here on
+// it is running, and its time limit counts.
+void Run::note_step_start(JobProcess& j)
+{
+    if (j.start_reported || j.step() == nullptr || !j.step()->header())
+        return;
+    j.start_reported = true;
+    const auto now = Clock::now();
+    const Job& job = jobs_[j.index()];
+    JobResult& res = results_[j.index()];
+    res.devices = j.step()->header()->gpus;
+    res.node = j.step()->header()->node;
+    res.start = unix_now();
+    j.mark_started(now);
+    if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
+        j.limit_at = now + to_duration(*limit);
+    if (opt_.observer != nullptr)
+        opt_.observer->on_start(job, res);
 }
 
 void Run::stop_all(const char* reason)
@@ -462,7 +569,7 @@ void Run::quarantine(JobProcess& j)
 {
     j.stage = StopStage::abandoned;
     JobResult& res = results_[j.index()];
-    const auto& devices = held_[j.index()];
+    const auto& devices = j.step() != nullptr ? results_[j.index()].devices : held_[j.index()];
     const std::string what = runner::describe_processes(j.members());
     if (!j.exit_handled)
         res.status = j.timed_out ? JobStatus::timeout : JobStatus::killed;
@@ -470,7 +577,10 @@ void Run::quarantine(JobProcess& j)
                 (devices.empty() ? std::string("none") : format_device_range(devices)) +
                 " withheld for the rest of the run";
     notice("job '" + jobs_[j.index()].label + "' " + res.error);
-    pool_.withhold(devices);
+    if (node_of_[j.index()] != no_node)
+        nodes_[node_of_[j.index()]].usable -= jobs_[j.index()].device_count;
+    else
+        pool_.withhold(devices);
     ports_.withhold(held_ports_[j.index()]);
     withheld_.insert(withheld_.end(), devices.begin(), devices.end());
     std::sort(withheld_.begin(), withheld_.end());
@@ -486,22 +596,23 @@ void Run::cancel_unfittable()
 {
     for (auto it = again_.begin(); it != again_.end();) {
         const std::size_t i = *it;
-        if (jobs_[i].device_count <= pool_.usable() && jobs_[i].port_count <= ports_.usable()) {
+        if (jobs_[i].device_count <= usable() && jobs_[i].port_count <= ports_.usable()) {
             ++it;
             continue;
         }
         results_[i].error = "cannot run again: needs " + std::to_string(jobs_[i].device_count) +
-                            " devices but only " + std::to_string(pool_.usable()) + " remain usable";
+                            " devices but only " + std::to_string(usable()) + " remain usable";
         if (opt_.observer != nullptr)
             opt_.observer->on_cancel(jobs_[i], results_[i]);
         it = again_.erase(it);
     }
     for (std::size_t i = next_; i < jobs_.size(); ++i) {
-        if (left_queue_[i] || (jobs_[i].device_count <= pool_.usable() && jobs_[i].port_count <= ports_.usable()))
+        if (left_queue_[i] || (jobs_[i].device_count <= usable() && jobs_[i].port_count <= ports_.usable()))
             continue;
         left_queue_[i] = true;
         results_[i].error = "needs " + std::to_string(jobs_[i].device_count) + " devices but only " +
-                            std::to_string(pool_.usable()) + " remain usable (devices " +
+                            std::to_string(usable()) + " remain usable" + (opt_.slurm ? " on one node" : "") +
+                            " (devices " +
                             format_device_range(withheld_) + " withheld)";
         if (opt_.observer != nullptr)
             opt_.observer->on_cancel(jobs_[i], results_[i]);
@@ -660,14 +771,21 @@ void Run::on_leader_exit(JobProcess& j)
 void Run::read(JobProcess& j, int max_reads)
 {
     // Without anyone to see the bytes as they come, the kernel moves them
-    // from the pipe to the spill file (splice) and they never enter here.
+    // from the pipe to the spill file (splice) and they never enter here;
+    // a Slurm step's first line is pto-par's, and is looked at.
+    const Job& job = jobs_[j.index()];
+    const JobResult& res = results_[j.index()];
+    const bool show = opt_.observer != nullptr && opt_.output_live;
     std::function<void(std::string_view)> live;
-    if (opt_.observer != nullptr && opt_.output_live) {
-        const Job& job = jobs_[j.index()];
-        const JobResult& res = results_[j.index()];
-        live = [this, &job, &res](std::string_view bytes) { opt_.observer->on_output(job, res, bytes); };
-    }
+    if (show || j.step() != nullptr)
+        live = [this, &j, &job, &res, show](std::string_view bytes) {
+            // A step's START comes before the first output after its header.
+            note_step_start(j);
+            if (show)
+                opt_.observer->on_output(job, res, bytes);
+        };
     j.read_output(read_chunk, max_reads, live);
+    note_step_start(j);
 }
 
 void Run::finish_ended()
@@ -696,7 +814,7 @@ void Run::finish(JobProcess& j)
             stop_all("fail-fast");
     }
     if (j.stage != StopStage::abandoned) {
-        pool_.release(held_[j.index()]);
+        release_held(j.index(), held_[j.index()]);
         ports_.release(held_ports_[j.index()]);
     }
     throttled_ = false;
@@ -770,6 +888,8 @@ std::vector<pid_t> Run::escapees() const
     });
     for (const auto& j : abandoned_)
         std::erase(pids, j->pid());
+    for (pid_t helper : helpers_.pids())
+        std::erase(pids, helper);
     return pids;
 }
 
@@ -874,11 +994,19 @@ Expected<std::string> describe_containment(Containment mode)
 Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
 {
     DevicePool pool(options.pool);
+    std::size_t most = pool.size();
+    if (options.slurm) {
+        most = 0;
+        for (const auto& n : options.slurm->nodes)
+            most = std::max(most, n.devices);
+        if (options.slurm->nodes.empty())
+            return fail("the Slurm allocation has no nodes");
+    }
     const PortPool ports(options.port_low, options.port_high);
     for (const Job& job : jobs) {
-        if (job.device_count > pool.size())
-            return fail("job '" + job.label + "' needs " + std::to_string(job.device_count) +
-                        " devices but the pool has " + std::to_string(pool.size()));
+        if (job.device_count > most)
+            return fail("job '" + job.label + "' needs " + std::to_string(job.device_count) + " devices but the " +
+                        (options.slurm ? "largest node has " : "pool has ") + std::to_string(most));
         if (job.port_count > ports.size())
             return fail("job '" + job.label + "' needs " + std::to_string(job.port_count) + " ports but the range " +
                         std::to_string(options.port_low) + "-" + std::to_string(options.port_high) + " has " +
@@ -887,7 +1015,9 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
 
     std::optional<runner::RunCgroup> cgroup;
     std::string cgroup_notice;
-    if (options.containment != Containment::process_group) {
+    // Under Slurm the tasks are slurmd's children; a cgroup around srun
+    // would only let cgroup.kill SIGKILL srun and orphan its step.
+    if (options.containment != Containment::process_group && !options.slurm) {
         auto made = runner::RunCgroup::create();
         if (made)
             cgroup = std::move(*made);
@@ -907,10 +1037,11 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
     SubreaperScope subreaper;
     const runner::Environment env;
     const runner::LaunchContext ctx{&env, dev_null.get()};
+    runner::Helpers helpers(ctx);
 
     // Declared last, destroyed first: a Run that ends by an error or an
     // exception stops and reaps whatever of its jobs still runs.
-    Run run(jobs, options, *signals, ctx, cgroup ? &*cgroup : nullptr);
+    Run run(jobs, options, *signals, ctx, cgroup ? &*cgroup : nullptr, helpers);
     if (!cgroup_notice.empty() && options.observer != nullptr)
         options.observer->on_notice(cgroup_notice);
     if (auto ok = run.loop(); !ok)

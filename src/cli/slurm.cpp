@@ -1,0 +1,163 @@
+#include "cli/slurm.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#include <pto/devices.hpp>
+
+#include "cmdfile/commands_file.hpp"
+#include "common/unique_fd.hpp"
+#include "devices/discovery.hpp"
+
+extern char** environ;
+
+namespace pto::cli {
+namespace {
+
+// The standard output of `argv` (looked up in $PATH), with every signal
+// unblocked in the child: pto-par blocks them from its first line.
+Expected<std::string> capture(const std::vector<std::string>& argv)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return tl::unexpected(sys_error("pipe2", errno));
+    UniqueFd read_end(fds[0]);
+    UniqueFd write_end(fds[1]);
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attr;
+    if (const int err = posix_spawn_file_actions_init(&actions); err != 0)
+        return tl::unexpected(sys_error("posix_spawn_file_actions_init", err));
+    if (const int err = posix_spawnattr_init(&attr); err != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return tl::unexpected(sys_error("posix_spawnattr_init", err));
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigset_t all;
+    sigfillset(&all);
+    // Failures of these setters only come from bad arguments, which these are not.
+    (void)posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
+    (void)posix_spawnattr_setsigmask(&attr, &none);
+    (void)posix_spawnattr_setsigdefault(&attr, &all);
+    (void)posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    std::vector<char*> args;
+    for (const auto& a : argv)
+        args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid = -1;
+    const int err = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    if (err != 0)
+        return tl::unexpected(sys_error("cannot run " + argv[0], err));
+    write_end.reset();
+    std::string out;
+    char buf[4096];
+    for (;;) {
+        const ssize_t n = read(read_end.get(), buf, sizeof buf);
+        if (n > 0) {
+            out.append(buf, static_cast<std::size_t>(n));
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        break;  // EOF, or a read error: the exit status below decides
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return tl::unexpected(sys_error("waitpid " + argv[0], errno));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return fail(argv[0] + " failed (see its message above)");
+    return out;
+}
+
+std::string shell_quote(const std::string& s)
+{
+    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,@+") ==
+                          std::string::npos)
+        return s;
+    std::string q = "'";
+    for (char c : s)
+        q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+}  // namespace
+
+Expected<std::vector<slurm::NodeDevices>> read_allocation(const char* job_id)
+{
+    auto text = capture({"scontrol", "show", "job", "-d", job_id});
+    if (!text)
+        return fail("cannot read Slurm job " + std::string(job_id) + ": " + text.error().message);
+    auto nodes = slurm::parse_job_details(*text);
+    if (!nodes)
+        return fail("Slurm job " + std::string(job_id) + ": " + nodes.error().message);
+    return nodes;
+}
+
+std::string salloc_hint(int argc, char** argv)
+{
+    std::string line = "salloc -N2 --ntasks-per-node=2 --gres=gpu:2";
+    for (int i = 0; i < argc; ++i)
+        line += " " + shell_quote(argv[i]);
+    return line;
+}
+
+std::vector<std::string> step_command(const std::string& self, const std::string& shell, const std::string& command,
+                                      const std::vector<std::string>& device_env)
+{
+    std::vector<std::string> argv{self, step_mode_flag, shell, command};
+    argv.insert(argv.end(), device_env.begin(), device_env.end());
+    return argv;
+}
+
+int exec_step(int argc, char** argv)
+{
+    if (argc < 4) {
+        std::cerr << "pto-par: " << step_mode_flag << " is pto-par's own, for the steps of --launcher slurm\n";
+        return 126;
+    }
+    // Slurm's own word for the GPUs of this step; unset for --gres=none.
+    const char* gpus = std::getenv("SLURM_STEP_GPUS");
+    auto ids = parse_device_range(gpus != nullptr ? gpus : "");
+    if (!ids) {
+        std::cerr << "pto-par: SLURM_STEP_GPUS='" << gpus << "': " << ids.error().message << "\n";
+        return 126;
+    }
+    const char* label = std::getenv("PTO_PAR_LABEL");
+    const char* seq = std::getenv("PTO_PAR_SEQ");
+    const std::string list = format_device_list(*ids);
+    const cmdfile::Placeholders values{format_device_range(*ids), list, std::to_string(ids->size()),
+                                       label != nullptr ? label : "", seq != nullptr ? seq : "", ""};
+    const std::string command = cmdfile::expand_placeholders(argv[3], values);
+    if (command.size() >= cmdfile::max_command_bytes) {
+        std::cerr << "pto-par: the command is " << command.size()
+                  << " bytes once its placeholders are replaced; the kernel takes at most "
+                  << cmdfile::max_command_bytes - 1 << "\n";
+        return 126;
+    }
+    const std::string count = std::to_string(ids->size());
+    // setenv fails only for lack of memory or a bad name; -e names were checked.
+    bool ok = setenv("PTO_PAR_DEVICES", list.c_str(), 1) == 0 && setenv("PTO_PAR_NUM_DEVICES", count.c_str(), 1) == 0 &&
+              setenv(device_names_variable, "", 1) == 0 && setenv(device_variable_variable, "", 1) == 0;
+    for (int i = 4; ok && i < argc; ++i)
+        ok = setenv(argv[i], list.c_str(), 1) == 0;
+    if (!ok) {
+        std::cerr << "pto-par: setenv: " << std::strerror(errno) << "\n";
+        return 126;
+    }
+    execl(argv[2], argv[2], "-c", command.c_str(), static_cast<char*>(nullptr));
+    std::cerr << "pto-par: cannot run " << argv[2] << ": " << std::strerror(errno) << "\n";
+    return 126;
+}
+
+}  // namespace pto::cli

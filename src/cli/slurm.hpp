@@ -1,0 +1,37 @@
+// --launcher slurm on the command line's side: the allocation's nodes and
+// GPUs, and the other end of each step (`pto-par --slurm-step`), which runs
+// on the node once Slurm has picked the GPUs and gives the job what a local
+// run would: PTO_PAR_DEVICES, the -e variables and the placeholders, all
+// with those ids.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <pto/error.hpp>
+#include <pto/scheduler.hpp>
+
+#include "slurm/allocation.hpp"
+
+namespace pto::cli {
+
+inline constexpr const char* step_mode_flag = "--slurm-step";
+
+// The nodes of $SLURM_JOB_ID with their GPUs, from `scontrol show job -d`;
+// outside an allocation an error that says how to get one.
+Expected<std::vector<slurm::NodeDevices>> read_allocation(const char* job_id);
+
+// What to say outside an allocation: the salloc line that would work.
+std::string salloc_hint(int argc, char** argv);
+
+// The argv that makes a step run `command` with `shell` as pto-par would:
+// this very binary in step mode.
+std::vector<std::string> step_command(const std::string& self, const std::string& shell, const std::string& command,
+                                      const std::vector<std::string>& device_env);
+
+// Step mode: argv is [pto-par, --slurm-step, SHELL, COMMAND, NAME...].
+// Replaces the process with SHELL -c COMMAND; returns only on failure, with
+// the exit status to use (126, as a shell that cannot run a command).
+int exec_step(int argc, char** argv);
+
+}  // namespace pto::cli

@@ -1,0 +1,83 @@
+// A job as a Slurm job step: the srun command line that starts it on the
+// node the scheduler chose, the header the step writes first (where it runs,
+// which GPUs Slurm gave it), and stopping it through slurmctld. srun itself
+// is never sent SIGTERM: it would SIGKILL the task at once, so the task's
+// own handlers would never run.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <pto/scheduler.hpp>
+
+#include "runner/launcher.hpp"
+#include "slurm/allocation.hpp"
+
+namespace pto::runner {
+
+// scancel processes started and not yet reaped. They run beside the loop,
+// never waited for in it: a run stopping twenty steps sends twenty scancels
+// at once instead of queueing twenty round trips to slurmctld.
+class Helpers {
+public:
+    explicit Helpers(const LaunchContext& ctx) : ctx_(ctx) {}
+    ~Helpers();  // waits a bounded time for those still running
+    Helpers(const Helpers&) = delete;
+    Helpers& operator=(const Helpers&) = delete;
+
+    void spawn(const std::vector<std::string>& argv);
+    // A reaped pid: true if it was one of ours.
+    bool forget(pid_t pid);
+    const std::vector<pid_t>& pids() const { return pids_; }
+
+private:
+    const LaunchContext& ctx_;
+    std::vector<pid_t> pids_;
+};
+
+struct StepControl {
+    std::string scancel;
+    Helpers* helpers;
+};
+
+// Where one step stands, as its output has told so far.
+class StepState {
+public:
+    StepState(std::string node, const StepControl& control) : node_(std::move(node)), control_(&control) {}
+
+    const std::string& node() const { return node_; }
+    // Set once the task runs and has said where and with what.
+    const std::optional<slurm::StepHeader>& header() const { return header_; }
+
+    // Takes the header out of the first bytes of output: returns what of
+    // `bytes` is the job's own output. Lines before the header (srun's
+    // errors when the step cannot start) are output.
+    std::string_view filter(std::string_view bytes);
+    // At EOF: a partial line still held back, as output.
+    std::string take_pending();
+
+    // The step's task gets `sig` through slurmctld; before the step runs
+    // there is none, and the srun (`srun_pid`, alone, not its group: its
+    // helper child must live to cancel the pending step) gets SIGKILL
+    // for a stop, nothing for anything else.
+    void signal(int sig, pid_t srun_pid) const;
+
+private:
+    std::string node_;
+    const StepControl* control_;
+    std::optional<slurm::StepHeader> header_;
+    bool header_done_ = false;  // the header came, or never will
+    std::string pending_;       // a partial line, while the header may still come
+    std::string passed_;        // what filter() returns, kept alive here
+};
+
+// srun --exact -N1 -n1 -w NODE --gres=gpu:N ... around `argv`, with a shell
+// in the step writing the header before it execs argv.
+std::vector<std::string> step_argv(const SlurmOptions& slurm, const std::string& node, std::size_t gpus,
+                                   const std::vector<std::string>& argv);
+
+}  // namespace pto::runner

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# pto-par --launcher slurm against a real two-node Slurm started here
+# (cluster.sh): each scenario runs inside its own allocation of both nodes,
+# two fake GPUs each, and ends by checking that no step is left.
+# Usage: scenarios.sh PTO_PAR [SCENARIO...]   (exit 77: cannot run here)
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+pto_par=$(realpath "$1")
+shift
+all=(spread static fifo fail_fast interrupt timeout killed refused)
+wanted=("$@")
+[ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
+
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIP: the Slurm scenarios need root to start a local cluster"
+    exit 77
+fi
+work=$(mktemp -d /tmp/pto-par-slurm.XXXXXX)
+cleanup() {
+    "$here/cluster.sh" stop "$work/cluster"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+# meson's timeout and Ctrl-C: still stop the daemons on the way out.
+trap 'exit 143' TERM
+trap 'exit 130' INT
+"$here/cluster.sh" start "$work/cluster"
+case $? in
+    0) ;;
+    77) exit 77 ;;
+    *) echo "FAIL: the cluster did not start"; exit 1 ;;
+esac
+export SLURM_CONF=$work/cluster/slurm.conf
+
+failed=0
+fail() { echo "  FAIL: $*"; failed=1; }
+
+# Runs "$@" in a fresh allocation of both nodes; the allocation's steps
+# must all be gone when it returns.
+in_allocation() {
+    salloc -Q -N2 --ntasks-per-node=4 --gres=gpu:2 -t 5 bash -c '
+        "$@"; rc=$?
+        # srun'"'"'s exit is seen before slurmctld has forgotten the step: a short wait.
+        for _ in $(seq 50); do [ -z "$(squeue -h -s -j "$SLURM_JOB_ID")" ] && break; sleep 0.1; done
+        left=$(squeue -h -s -j "$SLURM_JOB_ID")
+        [ -z "$left" ] || { echo "steps left after the run: $left"; exit 99; }
+        exit $rc' inner "$@"
+}
+
+# Each job records "node devices start end cuda step_gpus" from inside its task.
+record='s=$(date +%s.%N); sleep {SLEEP}; echo "$SLURMD_NODENAME $PTO_PAR_DEVICES $s $(date +%s.%N) $CUDA_VISIBLE_DEVICES $SLURM_STEP_GPUS {device_list}" >> '
+
+scenario_spread() {
+    local log=$work/spread.log cmds=$work/spread.cmds
+    : >"$log"
+    for i in $(seq 8); do echo "${record//\{SLEEP\}/0.$((i % 3 + 3))}$log"; done >"$cmds"
+    for i in 1 2; do echo "@2 ${record//\{SLEEP\}/0.3}$log"; done >>"$cmds"
+    echo "@0 echo none \$PTO_PAR_DEVICES. \$SLURM_STEP_GPUS." >>"$cmds"
+    in_allocation "$pto_par" --launcher slurm -e CUDA_VISIBLE_DEVICES --json "$work/spread.json" "$cmds" \
+        >"$work/spread.out" 2>"$work/spread.err" || fail "exit $? $(cat "$work/spread.err")"
+    [ "$(wc -l <"$log")" = 10 ] || fail "10 records expected, got $(wc -l <"$log")"
+    [ "$(cut -d' ' -f1 "$log" | sort -u | tr '\n' ' ')" = "n1 n2 " ] || fail "jobs did not land on both nodes"
+    grep -q '^none \. \.$' "$work/spread.out" || fail "a job without devices saw some: $(cat "$work/spread.out")"
+    # What the job saw is what Slurm gave it, in every form.
+    awk '{ if ($2 != $5 || $2 != $6 || $2 != $7) print "mismatch: " $0 }' "$log" | grep . && fail "device views differ"
+    # No device of a node held by two steps at once.
+    python3 - "$log" "$work/spread.json" <<'PY' || fail "a device was shared, or the reports disagree"
+import json, sys
+rec = [l.split() for l in open(sys.argv[1])]
+held = [(r[0], set(r[1].split(",")), float(r[2]), float(r[3])) for r in rec]
+for i, a in enumerate(held):
+    for b in held[i + 1:]:
+        if a[0] == b[0] and a[1] & b[1] and a[2] < b[3] and b[2] < a[3]:
+            sys.exit(f"shared: {a} {b}")
+reports = [json.loads(l) for l in open(sys.argv[2])]
+seen = sorted((r["node"], ",".join(map(str, r["devices"]))) for r in reports if r["devices"])
+recorded = sorted((r[0], r[1]) for r in rec)
+if seen != recorded:
+    sys.exit(f"json {seen} != recorded {recorded}")
+PY
+    grep -q 'START .* node=n[12]' "$work/spread.err" || fail "no node= in the status lines"
+}
+
+scenario_static() {
+    printf 'echo small\n@3 echo too big\n' >"$work/static.cmds"
+    in_allocation "$pto_par" --launcher slurm "$work/static.cmds" >"$work/static.out" 2>&1
+    local rc=$?
+    [ $rc = 2 ] || fail "exit $rc, 2 expected"
+    grep -q "no node of the allocation has more than 2" "$work/static.out" || fail "$(cat "$work/static.out")"
+    grep -q small "$work/static.out" && fail "a job ran despite the static check"
+}
+
+# The head waits for a whole node; nothing behind it passes, although a
+# node has a GPU free the whole time.
+scenario_fifo() {
+    cat >"$work/fifo.cmds" <<CMDS
+@label=a sleep 1.5
+@label=b sleep 0.5
+@2,label=head sleep 0.2
+@label=behind true
+CMDS
+    in_allocation "$pto_par" --launcher slurm -j 8 --json "$work/fifo.json" "$work/fifo.cmds" \
+        >/dev/null 2>"$work/fifo.err" || fail "exit $? $(cat "$work/fifo.err")"
+    python3 - "$work/fifo.json" <<'PY' || fail "FIFO not kept per node"
+import json, sys
+r = {j["label"]: j for j in map(json.loads, open(sys.argv[1]))}
+# a and b on different nodes; the head waits for b's node to be whole
+# again, and behind, though a GPU of a's node is free all along, is not
+# sent before the head (the two are sent together when b ends: which task
+# Slurm runs first is Slurm's).
+assert r["a"]["node"] != r["b"]["node"], r
+assert r["head"]["start"] >= r["b"]["end"] - 0.05, r
+assert r["behind"]["start"] >= r["b"]["end"] - 0.05, r
+assert r["behind"]["start"] < r["a"]["end"], r
+PY
+}
+
+trapper='trap "echo got TERM on \$SLURMD_NODENAME; exit 143" TERM; echo ready; sleep 60 & wait'
+
+scenario_fail_fast() {
+    printf '%s\n%s\nsleep 1; exit 3\n' "$trapper" "$trapper" >"$work/ff.cmds"
+    local t0=$SECONDS
+    in_allocation "$pto_par" --launcher slurm -x --kill-grace 10 "$work/ff.cmds" >"$work/ff.out" 2>"$work/ff.err"
+    local rc=$?
+    [ $rc = 1 ] || fail "exit $rc, 1 expected: $(cat "$work/ff.err")"
+    [ "$(grep -c '^got TERM' "$work/ff.out")" = 2 ] || fail "the traps did not see SIGTERM: $(cat "$work/ff.out")"
+    [ "$(grep -c 'KILLED' "$work/ff.err")" = 2 ] || fail "two KILLED expected: $(cat "$work/ff.err")"
+    ((SECONDS - t0 < 20)) || fail "fail-fast took $((SECONDS - t0)) s"
+}
+
+scenario_interrupt() {
+    printf '%s\n%s\n' "$trapper" "$trapper" >"$work/int.cmds"
+    in_allocation bash -c '
+        "$1" --launcher slurm "$2" >"$3.out" 2>"$3.err" & pid=$!
+        for _ in $(seq 200); do [ "$(grep -c START "$3.err")" = 2 ] && break; sleep 0.1; done
+        sleep 0.5
+        kill -INT $pid; wait $pid' inner "$pto_par" "$work/int.cmds" "$work/int"
+    local rc=$?
+    [ $rc = 130 ] || fail "exit $rc, 130 expected: $(cat "$work/int.err")"
+    [ "$(grep -c '^got TERM' "$work/int.out")" = 2 ] || fail "the traps did not see SIGTERM: $(cat "$work/int.out")"
+}
+
+scenario_timeout() {
+    echo 'trap "echo dumping stacks" USR1; echo ready; sleep 60 & wait; sleep 60 & wait' >"$work/to.cmds"
+    echo '@0 sleep 60' >>"$work/to.cmds"
+    in_allocation "$pto_par" --launcher slurm --timeout 3 --dump-grace 1 "$work/to.cmds" \
+        >"$work/to.out" 2>"$work/to.err"
+    local rc=$?
+    [ $rc = 124 ] || fail "exit $rc, 124 expected: $(cat "$work/to.err")"
+    sed -n '/TIMEOUT/,$p' "$work/to.err" | grep -q 'dumping stacks' || fail "no dump in the TIMEOUT block: $(cat "$work/to.err")"
+}
+
+# pto-par SIGKILLed: srun dies of PDEATHSIG and its own helper cancels the step.
+scenario_killed() {
+    echo "$trapper" >"$work/kill.cmds"
+    in_allocation bash -c '
+        "$1" --launcher slurm "$2" >"$3.out" 2>"$3.err" & pid=$!
+        for _ in $(seq 200); do grep -q START "$3.err" && break; sleep 0.1; done
+        kill -KILL $pid; wait $pid' inner "$pto_par" "$work/kill.cmds" "$work/kill"
+    local rc=$?
+    [ $rc = 137 ] || fail "exit $rc, 137 expected (99: steps were left): $(cat "$work/kill.err")"
+}
+
+# A step Slurm refuses is a failed job with Slurm's words, not a hang: the
+# refusal comes from an srun in front of the real one that asks for a node
+# outside the allocation.
+scenario_refused() {
+    mkdir -p "$work/bin"
+    cat >"$work/bin/srun" <<WRAP
+#!/bin/bash
+args=("\$@")
+for i in "\${!args[@]}"; do [ "\${args[\$i]}" = -w ] && args[\$((i + 1))]=n9 && break; done
+exec $(command -v srun) "\${args[@]}"
+WRAP
+    chmod +x "$work/bin/srun"
+    printf 'echo never\n@0 echo never either\n' >"$work/refused.cmds"
+    PATH=$work/bin:$PATH in_allocation timeout 60 "$pto_par" --launcher slurm "$work/refused.cmds" \
+        >"$work/refused.out" 2>"$work/refused.err"
+    local rc=$?
+    [ $rc = 1 ] || fail "exit $rc, 1 expected: $(cat "$work/refused.err")"
+    [ "$(grep -c '^\[pto-par\] FAIL' "$work/refused.err")" = 2 ] || fail "two FAIL expected: $(cat "$work/refused.err")"
+    grep -q 'srun: error' "$work/refused.out" || fail "Slurm's message is not in the output: $(cat "$work/refused.out")"
+    grep -q never "$work/refused.out" && fail "a refused job ran"
+}
+
+for s in "${wanted[@]}"; do
+    echo "--- $s"
+    before=$failed
+    failed=0
+    t0=$SECONDS
+    "scenario_$s"
+    [ $failed = 0 ] && echo "  ok ($((SECONDS - t0)) s)"
+    [ $before = 1 ] && failed=1
+done
+exit $failed

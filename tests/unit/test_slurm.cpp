@@ -1,0 +1,100 @@
+#include <doctest/doctest.h>
+
+#include "runner/slurm_step.hpp"
+#include "slurm/allocation.hpp"
+
+using namespace pto;
+
+TEST_SUITE("slurm_allocation")
+{
+    TEST_CASE("host lists expand with their zero padding")
+    {
+        auto names = slurm::expand_hostlist("n[1-3,7],gpu-a[08-10],solo");
+        REQUIRE(names);
+        CHECK(*names == std::vector<std::string>{"n1", "n2", "n3", "n7", "gpu-a08", "gpu-a09", "gpu-a10", "solo"});
+        CHECK_FALSE(slurm::expand_hostlist("n[3-1]"));
+        CHECK_FALSE(slurm::expand_hostlist("n[1-"));
+        CHECK_FALSE(slurm::expand_hostlist("n[a]"));
+    }
+
+    TEST_CASE("the job's details give each node its GPU indices")
+    {
+        const char* text = "JobId=7 JobName=bash\n"
+                           "   NodeList=n[1-3]\n"
+                           "   NumNodes=3 NumCPUs=8 NumTasks=8 CPUs/Task=1 ReqB:S:C:T=0:0:*:*\n"
+                           "     Nodes=n[1-2] CPU_IDs=0-3 Mem=0 GRES=gpu:2(IDX:0-1)\n"
+                           "     Nodes=n3 CPU_IDs=0 Mem=0 GRES=gpu:a100:3(IDX:0,2-3),shard:1(IDX:N/A)\n";
+        auto nodes = slurm::parse_job_details(text);
+        REQUIRE(nodes);
+        REQUIRE(nodes->size() == 3);
+        CHECK((*nodes)[0].name == "n1");
+        CHECK((*nodes)[1].name == "n2");
+        CHECK((*nodes)[1].ids == std::vector<int>{0, 1});
+        CHECK((*nodes)[2].name == "n3");
+        CHECK((*nodes)[2].ids == std::vector<int>{0, 2, 3});
+    }
+
+    TEST_CASE("a node without GPUs has none; no node line is an error")
+    {
+        auto nodes = slurm::parse_job_details("     Nodes=c1 CPU_IDs=0 Mem=0 GRES=\n");
+        REQUIRE(nodes);
+        CHECK((*nodes)[0].ids.empty());
+        CHECK_FALSE(slurm::parse_job_details("JobId=1\n   NodeList=n1\n"));
+    }
+
+    TEST_CASE("step headers")
+    {
+        auto h = slurm::parse_step_header("12.3 n2 0,1");
+        REQUIRE(h);
+        CHECK(h->step == "12.3");
+        CHECK(h->node == "n2");
+        CHECK(h->gpus == std::vector<int>{0, 1});
+        auto none = slurm::parse_step_header("12.4 n1 ");
+        REQUIRE(none);
+        CHECK(none->gpus.empty());
+        CHECK_FALSE(slurm::parse_step_header("12.3"));
+        CHECK_FALSE(slurm::parse_step_header("12.3 n1 x"));
+    }
+
+    TEST_CASE("the header is taken out of the output, split anywhere")
+    {
+        const std::string stream = "srun: warning: something\n\x1epto-par-step 5.0 n1 1\nhello\nworld";
+        for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
+            runner::StepControl control{"scancel", nullptr};
+            runner::StepState step("n1", control);
+            std::string out(step.filter(std::string_view(stream).substr(0, cut)));
+            out += step.filter(std::string_view(stream).substr(cut));
+            out += step.take_pending();
+            CAPTURE(cut);
+            CHECK(out == "srun: warning: something\nhello\nworld");
+            REQUIRE(step.header());
+            CHECK(step.header()->step == "5.0");
+            CHECK(step.header()->gpus == std::vector<int>{1});
+        }
+    }
+
+    TEST_CASE("without a header (srun could not start the step) everything is output")
+    {
+        runner::StepControl control{"scancel", nullptr};
+        runner::StepState step("n1", control);
+        std::string out(step.filter("srun: error: Unable to create step for job 5: Requested node configuration "
+                                    "is not available\n"));
+        out += step.take_pending();
+        CHECK(out == "srun: error: Unable to create step for job 5: Requested node configuration is not available\n");
+        CHECK_FALSE(step.header());
+    }
+
+    TEST_CASE("a step's srun line asks for the node and the count, or for no GPU at all")
+    {
+        SlurmOptions opt;
+        const auto two = runner::step_argv(opt, "n2", 2, {"/bin/sh", "-c", "true"});
+        CHECK(std::find(two.begin(), two.end(), "--gres=gpu:2") != two.end());
+        CHECK(std::find(two.begin(), two.end(), "--exact") != two.end());
+        const auto w = std::find(two.begin(), two.end(), "-w");
+        REQUIRE(w != two.end());
+        CHECK(*(w + 1) == "n2");
+        CHECK(two.back() == "true");
+        const auto none = runner::step_argv(opt, "n1", 0, {"true"});
+        CHECK(std::find(none.begin(), none.end(), "--gres=none") != none.end());
+    }
+}

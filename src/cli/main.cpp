@@ -456,7 +456,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (!summary)
         return error(summary.error().message);
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    status.summary(wall_s, summary->stopped_by_signal);
+    status.summary(wall_s, summary->stopped_by_signal,
+                   opt.shard ? "shard " + std::to_string(opt.shard->k) + "/" + std::to_string(opt.shard->n) : "");
 
     // A report that could not be written in full fails the run: CI reads it.
     bool reports_ok = true;

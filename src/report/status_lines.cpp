@@ -176,9 +176,12 @@ void StatusLines::note(const std::string& text) const
     err_.write("[pto-par] " + text + "\n");  // see on_start
 }
 
-void StatusLines::summary(double wall_s, int stopped_by_signal) const
+void StatusLines::summary(double wall_s, int stopped_by_signal, const std::string& what) const
 {
-    err_.write(format_summary_line(counts_, wall_s, stopped_by_signal));  // see on_start
+    std::string line = format_summary_line(counts_, wall_s, stopped_by_signal);
+    if (!what.empty())
+        line.insert(line.size() - 1, " [" + what + "]");
+    err_.write(line);  // see on_start
 }
 
 }  // namespace pto::report

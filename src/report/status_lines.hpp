@@ -32,7 +32,8 @@ public:
 
     // Any line of ours, e.g. where the pool came from.
     void note(const std::string& text) const;
-    void summary(double wall_s, int stopped_by_signal) const;
+    // `what`: which part of the file this run was, e.g. "shard 2/4"; empty for all of it.
+    void summary(double wall_s, int stopped_by_signal, const std::string& what = {}) const;
 
     const Counts& counts() const { return counts_; }
 

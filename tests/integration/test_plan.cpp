@@ -110,6 +110,8 @@ TEST_CASE("shards 1..N are disjoint and cover the file, with and without history
     CHECK(r.exit_code == 0);
     CHECK(lines_with(dir.read("r.json"), "\"label\"").size() == 3);
     CHECK(r.err.find("shard 2/3 (3 of 9 jobs, by position)") != std::string::npos);
+    CHECK(r.err.find("3 passed, 0 failed, 0 timed out, 0 killed, 0 cancelled in ") != std::string::npos);
+    CHECK(r.err.find("s [shard 2/3]\n") != std::string::npos);
     CHECK(run({pto_par(), "-n", "--shard", "4/3", file}).exit_code == 2);
 }
 

@@ -1,5 +1,5 @@
 // The scheduler the pto-par command uses, usable on its own: run jobs in
-// parallel, each in a session (and, where possible, a cgroup) of its own and
+// parallel, each in a process group (and, where possible, a cgroup) of its own, without a controlling terminal, and
 // holding some devices of a pool, so that no device is ever held by two
 // running jobs.
 //
@@ -163,7 +163,7 @@ public:
 enum class Containment {
     automatic,      // a cgroup per job where this process may make them, else process_group
     cgroup,         // a cgroup per job (cgroup v2), or run_jobs fails
-    process_group,  // the job's session and process group, with this process as subreaper
+    process_group,  // the job's process group, with this process as subreaper
 };
 
 // Jobs as job steps of the Slurm allocation this process runs in: each job

@@ -1,5 +1,5 @@
-// One job -> one process in a session of its own (so also its own process
-// group, and no controlling terminal), optionally inside a cgroup, whose
+// One job -> one process in a process group of its own, without a
+// controlling terminal, optionally inside a cgroup, whose
 // stdout and stderr are one pipe. Knows nothing of scheduling.
 #pragma once
 
@@ -14,7 +14,7 @@
 namespace pto::runner {
 
 struct Child {
-    pid_t pid = -1;   // also its session and process group id
+    pid_t pid = -1;   // also its process group id
     UniqueFd output;  // read end, non-blocking, close-on-exec
 };
 
@@ -23,7 +23,8 @@ struct LaunchContext {
     int dev_null = -1;  // opened once per run, read-only
 };
 
-// Starts `spec` as the leader of a new session with stdin on /dev/null and
+// Starts `spec` as the leader of a new process group, without a controlling
+// terminal, with stdin on /dev/null and
 // stdout and stderr joined on a fresh pipe, every signal at its default and
 // none blocked; the child gets SIGKILL if this process dies. With
 // `cgroup_procs` >= 0 (a cgroup's cgroup.procs, open for writing) the child

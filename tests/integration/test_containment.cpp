@@ -28,16 +28,6 @@ pid_t wait_for_pid(const TempDir& dir, const std::string& name, std::chrono::mil
     return -1;
 }
 
-bool gone_within(pid_t pid, std::chrono::milliseconds limit)
-{
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (process_alive(pid)) {
-        if (std::chrono::steady_clock::now() > end)
-            return false;
-        std::this_thread::sleep_for(10ms);
-    }
-    return true;
-}
 
 }  // namespace
 

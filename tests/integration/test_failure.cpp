@@ -19,17 +19,6 @@ pid_t read_pid(const TempDir& dir, const std::string& name)
     return text.empty() ? -1 : static_cast<pid_t>(std::stol(text));
 }
 
-// Waits up to `limit` for the process to be gone (or a zombie).
-bool gone_within(pid_t pid, std::chrono::milliseconds limit)
-{
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (process_alive(pid)) {
-        if (std::chrono::steady_clock::now() > end)
-            return false;
-        std::this_thread::sleep_for(10ms);
-    }
-    return true;
-}
 
 bool wait_for_file(const std::string& path, std::chrono::milliseconds limit)
 {

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 extern char** environ;
 
@@ -237,6 +238,17 @@ std::string TempDir::read(const std::string& name) const
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
+}
+
+bool gone_within(pid_t pid, std::chrono::milliseconds limit)
+{
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (process_alive(pid)) {
+        if (std::chrono::steady_clock::now() > end)
+            return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
 }
 
 bool cgroups_usable()

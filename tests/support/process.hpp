@@ -115,6 +115,9 @@ private:
 
 bool process_alive(pid_t pid);
 
+// Waits up to `limit` for the process to be gone (or a zombie).
+bool gone_within(pid_t pid, std::chrono::milliseconds limit);
+
 // True where pto-par can contain jobs in cgroups here (root on a writable
 // cgroup v2 hierarchy); tests of that mode say so and skip elsewhere.
 bool cgroups_usable();

@@ -287,6 +287,9 @@ Expected<JobCgroup> RunCgroup::make_job(const std::string& name) const
         job.path_.clear();
         return tl::unexpected(sys_error("cannot create cgroup " + path_ + "/" + name, err));
     }
+    job.dir_ = UniqueFd(open(job.path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!job.dir_)
+        return tl::unexpected(sys_error("cannot open " + job.path_, errno));
     job.procs_ = UniqueFd(open((job.path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
     if (!job.procs_)
         return tl::unexpected(sys_error("cannot open " + job.path_ + "/cgroup.procs", errno));

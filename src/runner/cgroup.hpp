@@ -30,10 +30,17 @@ public:
     JobCgroup& operator=(const JobCgroup&) = delete;
     ~JobCgroup();  // kills what is left, then removes the directory
 
-    // Open for writing: a child writes "0" here to move itself in before
-    // exec. Needed only until then: close_procs() gives the descriptor back.
+    // The directory, for clone3's CLONE_INTO_CGROUP; and cgroup.procs, open
+    // for writing, where a child writes "0" to move itself in before exec
+    // where clone3 cannot. Needed only until then: close_start_fds() gives
+    // the descriptors back.
+    int dir_fd() const { return dir_.get(); }
     int procs_fd() const { return procs_.get(); }
-    void close_procs() { procs_.reset(); }
+    void close_start_fds()
+    {
+        dir_.reset();
+        procs_.reset();
+    }
     // Open for reading: POLLPRI when `populated` changes.
     int events_fd() const { return events_.get(); }
 
@@ -46,6 +53,7 @@ public:
 private:
     friend class RunCgroup;
     std::string path_;
+    UniqueFd dir_;
     UniqueFd procs_;
     UniqueFd events_;
 };

@@ -27,10 +27,11 @@ struct LaunchContext {
 // terminal, with stdin on /dev/null and
 // stdout and stderr joined on a fresh pipe, every signal at its default and
 // none blocked; the child gets SIGKILL if this process dies. With
-// `cgroup_procs` >= 0 (a cgroup's cgroup.procs, open for writing) the child
-// moves itself there before it runs anything. An error means nothing was left
+// `cgroup_dir` >= 0 (a cgroup's directory) the child is born in that cgroup
+// where the kernel can (clone3), else it moves itself there through
+// `cgroup_procs` (its cgroup.procs, open for writing) before it runs anything. An error means nothing was left
 // running; its sys_errno is EMFILE/ENFILE/EAGAIN when a resource was short.
-Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx, int cgroup_procs = -1);
+Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx, int cgroup_dir = -1, int cgroup_procs = -1);
 
 // The file execve would run for argv[0]: itself when it holds a '/', else the
 // first executable match in `path_var`.

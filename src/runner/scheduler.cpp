@@ -442,9 +442,9 @@ bool Run::start(std::size_t index, std::vector<int> devices, std::vector<int> po
     if (node != no_node)
         spec->argv = runner::step_argv(*opt_.slurm, nodes_[node].name, job.device_count, spec->argv);
     if (output && (cgroup_ == nullptr || cgroup))
-        child = runner::launch(*spec, ctx_, cgroup ? cgroup->procs_fd() : -1);
+        child = runner::launch(*spec, ctx_, cgroup ? cgroup->dir_fd() : -1, cgroup ? cgroup->procs_fd() : -1);
     if (cgroup)
-        cgroup->close_procs();
+        cgroup->close_start_fds();
     if (!child) {
         if (is_shortage(child.error().sys_errno) && !set_.empty()) {
             release_held(index, devices);

@@ -41,8 +41,7 @@ TEST_CASE("cgroup: a setsid leftover is stopped before its device is handed on")
     const auto pidfile = dir.file("left.pid");
     const auto r = run({pto_par(), "-d", "0", "--contain", "cgroup", "--kill-grace", "1",
                         dir.write("left.cmds", "@1,label=a setsid sleep 30 & echo $! > " + pidfile +
-                                                   "\n@1,label=b if kill -0 $(cat " + pidfile +
-                                                   ") 2>/dev/null; then echo SHARED; else echo clean; fi\n")},
+                                                   "\n@1,label=b " + alive_or_gone(pidfile, "SHARED", "clean") + "\n")},
                        {}, {}, 30s);
     CHECK(r.exit_code == 0);
     CHECK(r.out == "clean\n");

@@ -154,7 +154,7 @@ TEST_CASE("a job's leftover processes are gone before the next job gets its devi
     const auto file = dir.write("s.cmds",
                                 "@label=leaver (trap '' TERM; touch " + dir.file("ready") + "; sleep 30) & echo $! > " + pidfile +
                                 "; while [ ! -e " + dir.file("ready") + " ]; do sleep 0.01; done\n"
-                                "@label=next kill -0 $(cat " + pidfile + ") 2>/dev/null && echo ALIVE || echo GONE\n");
+                                "@label=next " + alive_or_gone(pidfile) + "\n");
     const auto r = run({pto_par(), "-d", "0", "--kill-grace", "0.3", file});
     CHECK(r.exit_code == 0);
     CHECK(r.out == "GONE\n");

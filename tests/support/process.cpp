@@ -240,6 +240,14 @@ std::string TempDir::read(const std::string& name) const
     return ss.str();
 }
 
+std::string alive_or_gone(const std::string& pidfile, const std::string& alive, const std::string& gone)
+{
+    // Field 3 of /proc/PID/stat is the state; the pids here run sh or sleep,
+    // whose names hold no blank.
+    return "s=$(cut -d' ' -f3 /proc/$(cat " + pidfile + ")/stat 2>/dev/null); if [ -n \"$s\" ] && [ \"$s\" != Z ]; then echo " +
+           alive + "; else echo " + gone + "; fi";
+}
+
 bool gone_within(pid_t pid, std::chrono::milliseconds limit)
 {
     const auto end = std::chrono::steady_clock::now() + limit;

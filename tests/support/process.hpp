@@ -115,6 +115,12 @@ private:
 
 bool process_alive(pid_t pid);
 
+// A shell command printing `alive` if the process whose pid is in `pidfile`
+// still runs, else `gone`. A zombie is gone: under qemu-user, where there is
+// no subreaper, an orphan's zombie waits for init to reap it.
+std::string alive_or_gone(const std::string& pidfile, const std::string& alive = "ALIVE",
+                          const std::string& gone = "GONE");
+
 // Waits up to `limit` for the process to be gone (or a zombie).
 bool gone_within(pid_t pid, std::chrono::milliseconds limit);
 

@@ -418,10 +418,19 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     ro.poll_clients = {out_sink->get(), err_sink->get()};
     ro.output_live = opt.output == report::OutputMode::stream;
 
-    report::StatusLines status(**err_sink, opt.verbosity);
+    const char* no_color = std::getenv("NO_COLOR");
+    const char* term = std::getenv("TERM");
+    const bool colour = opt.color == "always" ||
+                        (opt.color == "auto" && isatty(STDERR_FILENO) == 1 && (no_color == nullptr || *no_color == '\0') &&
+                         !(term != nullptr && std::string_view(term) == "dumb"));
+    report::StatusLines status(**err_sink, opt.verbosity, colour);
     for (const auto& text : spill_notes)
         status.note(text);
-    report::OutputWriter output(**out_sink, opt.output);
+    const report::CiKind ci = opt.ci == "github"   ? report::CiKind::github
+                              : opt.ci == "gitlab" ? report::CiKind::gitlab
+                              : opt.ci == "none"   ? report::CiKind::none
+                                                   : report::detect_ci(std::getenv("GITHUB_ACTIONS"), std::getenv("GITLAB_CI"));
+    report::OutputWriter output(**out_sink, opt.output, ci);
     report::JsonLines json(json_fd.get());
     report::Fanout fanout;
     fanout.add(&status);

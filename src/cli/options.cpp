@@ -34,6 +34,8 @@ enum LongOnly {
     opt_retries,
     opt_backfill,
     opt_launcher,
+    opt_color,
+    opt_ci,
 };
 
 const option long_options[] = {
@@ -64,6 +66,8 @@ const option long_options[] = {
     {"retries", required_argument, nullptr, opt_retries},
     {"backfill", no_argument, nullptr, opt_backfill},
     {"launcher", required_argument, nullptr, opt_launcher},
+    {"color", required_argument, nullptr, opt_color},
+    {"ci", required_argument, nullptr, opt_ci},
     {"help", no_argument, nullptr, 'h'},
     {"version", no_argument, nullptr, 'V'},
     {nullptr, 0, nullptr, 0},
@@ -263,6 +267,20 @@ Expected<Options> parse_options(int argc, char** argv)
                 return fail("--rerun-failed needs a file");
             o.rerun_failed = arg;
             break;
+        case opt_color: {
+            const std::string_view v(arg);
+            if (v != "auto" && v != "always" && v != "never")
+                return fail("invalid value '" + std::string(v) + "' for --color: expected auto, always or never");
+            o.color = arg;
+            break;
+        }
+        case opt_ci: {
+            const std::string_view v(arg);
+            if (v != "auto" && v != "github" && v != "gitlab" && v != "none")
+                return fail("invalid value '" + std::string(v) + "' for --ci: expected auto, github, gitlab or none");
+            o.ci = arg;
+            break;
+        }
         case opt_launcher: {
             auto slurm = parse_launcher(arg, "--launcher");
             if (!slurm)
@@ -346,6 +364,12 @@ Output and reports:
       --json FILE        one JSON object per job (JSON Lines)
       --junit FILE       JUnit XML report
       --log-dir DIR      each job's output in its own file
+      --color WHEN       colour the verdicts on standard error: auto (default:
+                         on a terminal, unless NO_COLOR is set or TERM=dumb),
+                         always, never
+      --ci KIND          mark each job's output as a foldable section of a CI
+                         log and annotate failures: auto (default: from
+                         GITHUB_ACTIONS / GITLAB_CI), github, gitlab, none
   -n, --dry-run          check FILE and print the plan; run nothing
   -q, --quiet            status lines only for jobs that did not pass
   -v, --verbose          more status lines

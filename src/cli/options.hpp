@@ -41,6 +41,8 @@ struct Options {
     bool backfill = false;                // --backfill
     int port_low = 29500;                 // --ports LO-HI
     int port_high = 30499;
+    std::string color = "auto";           // --color auto|always|never
+    std::string ci = "auto";              // --ci auto|github|gitlab|none
     bool slurm = false;                   // --launcher slurm, else $PTO_PAR_LAUNCHER
     std::string file = "-";               // "-" is standard input
     bool help = false;

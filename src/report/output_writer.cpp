@@ -1,5 +1,7 @@
 #include "report/output_writer.hpp"
 
+#include <ctime>
+
 namespace pto::report {
 
 void OutputWriter::on_output(const Job& job, const JobResult& r, std::string_view bytes)
@@ -47,17 +49,26 @@ void OutputWriter::on_finish(const Job& job, const JobResult& r, const JobOutput
                 out_.write("[" + job.label + "] " + it->second + "\n");
             partial_.erase(it);
         }
+        out_.write(annotation(ci_, r));
         return;
     }
     case OutputMode::failed:
-        if (r.status == JobStatus::passed)
+        if (r.status == JobStatus::passed || r.status == JobStatus::flaky)
             return;
         [[fallthrough]];
-    case OutputMode::group:
+    case OutputMode::group: {
+        const auto now = static_cast<std::int64_t>(std::time(nullptr));
+        out_.write(group_begin(ci_, job, r, now));
         // One call, so the block stays whole: the sink keeps it in order
         // behind whatever it already holds.
         out_.write(output);
+        // A block without a final newline would glue the marker to its last line.
+        if (ci_ != CiKind::none && output.size() != 0 && output.tail(1) != "\n")
+            out_.write("\n");
+        out_.write(group_end(ci_, job, now));
+        out_.write(annotation(ci_, r));
         return;
+    }
     }
 }
 

@@ -8,6 +8,7 @@
 #include <pto/scheduler.hpp>
 
 #include "output/sink.hpp"
+#include "report/ci_markers.hpp"
 
 namespace pto::report {
 
@@ -18,8 +19,10 @@ inline constexpr std::size_t stream_line_limit = 64 * 1024;
 
 class OutputWriter final : public RunObserver {
 public:
-    // `out` must outlive this object.
-    OutputWriter(output::Sink& out, OutputMode mode) : out_(out), mode_(mode) {}
+    // `out` must outlive this object. With `ci`, each job's block is a
+    // collapsible section of the CI log, and a job that did not pass is
+    // annotated (stream mode: annotations only, since lines interleave).
+    OutputWriter(output::Sink& out, OutputMode mode, CiKind ci = CiKind::none) : out_(out), mode_(mode), ci_(ci) {}
 
     void on_output(const Job&, const JobResult&, std::string_view bytes) override;
     void on_finish(const Job&, const JobResult&, const JobOutput& output) override;
@@ -27,6 +30,7 @@ public:
 private:
     output::Sink& out_;
     OutputMode mode_;
+    CiKind ci_;
     std::map<std::size_t, std::string> partial_;  // stream mode: unfinished line per job
     std::string lines_;                           // stream mode: reused, so no allocation per chunk
 };

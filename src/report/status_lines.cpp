@@ -35,7 +35,32 @@ const char* word_for(JobStatus s)
     return "?";
 }
 
+const char* colour_of(JobStatus s)
+{
+    switch (s) {
+    case JobStatus::passed: return "\x1b[32m";    // green
+    case JobStatus::flaky: return "\x1b[33m";     // yellow
+    case JobStatus::failed: return "\x1b[1;31m";  // bold red
+    case JobStatus::timeout: return "\x1b[1;35m"; // bold magenta
+    case JobStatus::killed: return "\x1b[1;33m";  // bold yellow
+    case JobStatus::cancelled: return "\x1b[2m";  // dim
+    }
+    return "";
+}
+
 }  // namespace
+
+// The verdict word (right after "[pto-par] ") in its colour.
+std::string StatusLines::paint(std::string line, JobStatus status) const
+{
+    if (!colour_)
+        return line;
+    const std::size_t from = line.find("] ") + 2;
+    const std::size_t to = line.find(' ', from);
+    line.insert(to, "\x1b[0m");
+    line.insert(from, colour_of(status));
+    return line;
+}
 
 std::string format_finish_line(const JobResult& r)
 {
@@ -111,7 +136,7 @@ void StatusLines::on_finish(const Job& job, const JobResult& r, const JobOutput&
         line += " (" + std::string(r.status == JobStatus::flaky ? "passed on" : "last of") + " attempt " +
                 std::to_string(r.attempts.size() + 1) + " of " + std::to_string(job.retries + 1) + ")\n";
     }
-    err_.write(line);  // see on_start
+    err_.write(paint(std::move(line), r.status));  // see on_start
 }
 
 void StatusLines::on_retry(const Job& job, const JobResult& r, const JobOutput&)
@@ -124,13 +149,13 @@ void StatusLines::on_retry(const Job& job, const JobResult& r, const JobOutput&)
     line.pop_back();
     line += " (attempt " + std::to_string(r.attempts.size()) + " of " + std::to_string(job.retries + 1) +
             "; running it again)\n";
-    err_.write(line);  // see on_start
+    err_.write(paint(std::move(line), JobStatus::flaky));  // see on_start
 }
 
 void StatusLines::on_cancel(const Job&, const JobResult& r)
 {
     ++counts_.cancelled;
-    err_.write(format_finish_line(r));  // see on_start
+    err_.write(paint(format_finish_line(r), r.status));  // see on_start
 }
 
 void StatusLines::on_stopping(const char* reason)
@@ -181,6 +206,13 @@ void StatusLines::summary(double wall_s, int stopped_by_signal, const std::strin
     std::string line = format_summary_line(counts_, wall_s, stopped_by_signal);
     if (!what.empty())
         line.insert(line.size() - 1, " [" + what + "]");
+    if (colour_) {
+        // Green when all passed, else red: the one line read after a run.
+        const bool clean = counts_.failed == 0 && counts_.timeout == 0 && counts_.killed == 0 &&
+                           counts_.cancelled == 0 && stopped_by_signal == 0;
+        line = "[pto-par] " + std::string(clean ? "\x1b[1;32m" : "\x1b[1;31m") + line.substr(10, line.size() - 11) +
+               "\x1b[0m\n";
+    }
     err_.write(line);  // see on_start
 }
 

@@ -19,7 +19,11 @@ class StatusLines final : public RunObserver {
 public:
     // verbosity: -1 only jobs that did not pass, 0 normal, 1 with commands.
     // `err` must outlive this object.
-    StatusLines(output::Sink& err, int verbosity) : err_(err), verbosity_(verbosity) {}
+    // `colour`: the verdict words and the summary in ANSI colours.
+    StatusLines(output::Sink& err, int verbosity, bool colour = false)
+        : err_(err), verbosity_(verbosity), colour_(colour)
+    {
+    }
 
     void on_start(const Job&, const JobResult&) override;
     void on_finish(const Job&, const JobResult&, const JobOutput&) override;
@@ -40,6 +44,8 @@ public:
 private:
     output::Sink& err_;
     int verbosity_;
+    bool colour_;
+    std::string paint(std::string line, JobStatus status) const;
     Counts counts_;
 };
 

@@ -72,7 +72,7 @@ TEST_CASE("Ctrl-C stops every job, background children included, and exits 130")
     const auto bg = dir.file("bg.pid");
     const auto fg = dir.file("fg.pid");
     const auto file = dir.write("int.cmds",
-                                "@0,label=a sleep 300 & echo $! > " + bg + "; echo $$ > " + fg + "; wait\n"
+                                "@0,label=a echo $$ > " + fg + "; sleep 300 & echo $! > " + bg + "; wait\n"
                                 "@0,label=b sleep 300\n"
                                 "@0,label=c true\n");
     Process p({pto_par(), "-j", "2", "-d", "none", "--kill-grace", "1", file});

@@ -39,8 +39,17 @@ Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vec
     must(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0, "pipe2");
 
     std::vector<std::string> envs;
+    // What would make pto-par dress its output for a CI log or a colour
+    // terminal stays out, wherever the suite runs; a test asks for it.
+    const auto presentational = [](std::string_view entry) {
+        for (std::string_view name : {"GITHUB_ACTIONS=", "GITLAB_CI=", "NO_COLOR="})
+            if (entry.substr(0, name.size()) == name)
+                return true;
+        return false;
+    };
     for (char** e = environ; *e != nullptr; ++e)
-        envs.emplace_back(*e);
+        if (!presentational(*e))
+            envs.emplace_back(*e);
     for (auto& e : env)
         envs.push_back(e);
     std::vector<char*> envp, args;

@@ -1,0 +1,120 @@
+#include "report/ci_markers.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+#include <pto/devices.hpp>
+
+#include "common/signal_names.hpp"
+#include "common/text.hpp"
+
+namespace pto::report {
+namespace {
+
+std::string escape(std::string_view s, bool property)
+{
+    std::string out;
+    for (char c : s) {
+        switch (c) {
+        case '%': out += "%25"; break;
+        case '\r': out += "%0D"; break;
+        case '\n': out += "%0A"; break;
+        case ':':
+            out += property ? "%3A" : ":";
+            break;
+        case ',':
+            out += property ? "%2C" : ",";
+            break;
+        default: out += c;
+        }
+    }
+    return out;
+}
+
+// GitLab's section names: letters, digits and _.- only.
+std::string section_name(const Job& job)
+{
+    return "pto_par_" + std::to_string(job.seq);
+}
+
+const char* verdict_word(JobStatus s)
+{
+    switch (s) {
+    case JobStatus::passed: return "PASS";
+    case JobStatus::flaky: return "FLAKY";
+    case JobStatus::failed: return "FAIL";
+    case JobStatus::timeout: return "TIMEOUT";
+    case JobStatus::killed: return "KILLED";
+    case JobStatus::cancelled: return "CANCEL";
+    }
+    return "?";
+}
+
+}  // namespace
+
+CiKind detect_ci(const char* github_actions, const char* gitlab_ci)
+{
+    if (github_actions != nullptr && std::strcmp(github_actions, "true") == 0)
+        return CiKind::github;
+    if (gitlab_ci != nullptr && std::strcmp(gitlab_ci, "true") == 0)
+        return CiKind::gitlab;
+    return CiKind::none;
+}
+
+std::string github_escape_data(std::string_view s)
+{
+    return escape(s, false);
+}
+
+std::string github_escape_property(std::string_view s)
+{
+    return escape(s, true);
+}
+
+std::string group_begin(CiKind ci, const Job& job, const JobResult& r, std::int64_t unix_now)
+{
+    const std::string title = std::string(verdict_word(r.status)) + " " + job.label;
+    switch (ci) {
+    case CiKind::none: return {};
+    case CiKind::github: return "::group::" + github_escape_data(title) + "\n";
+    case CiKind::gitlab: {
+        // Passed jobs folded, the others open where the eye goes first.
+        const bool passed = r.status == JobStatus::passed || r.status == JobStatus::flaky;
+        // The header is shown as text: no terminal escapes from a label.
+        return "\x1b[0Ksection_start:" + std::to_string(unix_now) + ":" + section_name(job) +
+               (passed ? "[collapsed=true]" : "") + "\r\x1b[0K" + text::printable(title) + "\n";
+    }
+    }
+    return {};
+}
+
+std::string group_end(CiKind ci, const Job& job, std::int64_t unix_now)
+{
+    switch (ci) {
+    case CiKind::none: return {};
+    case CiKind::github: return "::endgroup::\n";
+    case CiKind::gitlab: return "\x1b[0Ksection_end:" + std::to_string(unix_now) + ":" + section_name(job) + "\r\x1b[0K\n";
+    }
+    return {};
+}
+
+std::string annotation(CiKind ci, const JobResult& r)
+{
+    if (ci != CiKind::github || r.status == JobStatus::passed || r.status == JobStatus::flaky ||
+        r.status == JobStatus::cancelled)
+        return {};
+    std::string what = verdict_word(r.status);
+    if (r.signal != 0)
+        what += " signal=" + signal_name(r.signal);
+    else if (r.exit_code)
+        what += " exit=" + std::to_string(*r.exit_code);
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", r.duration_s);
+    what += std::string(" after ") + secs + "s on devices " +
+            (r.devices.empty() ? std::string("none") : format_device_range(r.devices));
+    if (!r.error.empty())
+        what += ": " + r.error;
+    return "::error title=" + github_escape_property(r.label) + "::" + github_escape_data(what) + "\n";
+}
+
+}  // namespace pto::report

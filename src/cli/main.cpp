@@ -82,6 +82,13 @@ int finish_output(output::Sink& out, output::Sink& err, cli::EarlySignals& signa
                 status = 1;
         }
     err.flush();
+    if (must_end && err.pending() != 0) {
+        // pto-par's own last lines (a TIMEOUT dump, the count above) to a
+        // reader that is slow, not stopped: a second at most, and a stop
+        // signal ends that wait too.
+        output::Sink* const own[] = {&err};
+        (void)output::drain(own, signals.fd(), 1000);  // what is left is lost either way: nothing more to say
+    }
     return status;
 }
 

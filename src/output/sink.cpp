@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 
 namespace pto::output {
@@ -377,8 +378,9 @@ void Sink::on_ready(short)
     flush();
 }
 
-Expected<int> drain(std::span<Sink* const> sinks, int signal_fd)
+Expected<int> drain(std::span<Sink* const> sinks, int signal_fd, int timeout_ms)
 {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     std::vector<pollfd> fds;
     std::vector<Sink*> polled;
     for (;;) {
@@ -393,7 +395,14 @@ Expected<int> drain(std::span<Sink* const> sinks, int signal_fd)
             }
         if (polled.empty())
             return 0;
-        const int n = poll(fds.data(), fds.size(), -1);
+        int wait_ms = -1;
+        if (timeout_ms >= 0) {
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0)
+                return 0;
+            wait_ms = static_cast<int>(left.count());
+        }
+        const int n = poll(fds.data(), fds.size(), wait_ms);
         if (n < 0) {
             if (errno == EINTR)
                 continue;

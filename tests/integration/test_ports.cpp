@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include "process.hpp"
@@ -20,8 +21,11 @@ TEST_CASE("ten concurrent ports=4 jobs get disjoint blocks that each can bind, i
     std::string cmds;
     // Each job binds its four ports for half a second, all jobs at once: a
     // port handed to two jobs would make one bind fail.
+    // The distribution's python: a version manager's shim on PATH (pyenv)
+    // depends on the environment in ways a test should not.
+    const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
     const std::string py =
-        "python3 -c 'import os,socket,sys,time; "
+        python + " -c 'import os,socket,sys,time; "
         "lo,hi=map(int,os.environ[\"PTO_PAR_PORTS\"].split(\"-\")); "
         "assert hi-lo==3 and os.environ[\"MASTER_PORT\"]==os.environ[\"PTO_PAR_PORT\"]==str(lo)==sys.argv[1]; "
         "ss=[socket.socket() for p in range(lo,hi+1)]; "
@@ -30,6 +34,8 @@ TEST_CASE("ten concurrent ports=4 jobs get disjoint blocks that each can bind, i
     for (int i = 0; i < 10; ++i)
         cmds += "@0,ports=4,label=p" + std::to_string(i) + " " + py + "\n";
     const auto r = run({pto_par(), "-d", "none", "-j", "10", "--ports", "31000-31099", dir.write("p.cmds", cmds)});
+    INFO("stderr: " << r.err);
+    INFO("stdout: " << r.out.substr(0, 4000));
     CHECK(r.exit_code == 0);
     CHECK(lines_with(r.err, "] PASS ").size() == 10);
     std::vector<std::pair<int, int>> blocks;

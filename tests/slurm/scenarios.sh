@@ -119,7 +119,11 @@ PY
 trapper='trap "echo got TERM on \$SLURMD_NODENAME; exit 143" TERM; echo ready; sleep 60 & wait'
 
 scenario_fail_fast() {
-    printf '%s\n%s\nsleep 1; exit 3\n' "$trapper" "$trapper" >"$work/ff.cmds"
+    # The failing job waits until both traps are set: a step whose task has
+    # not started yet (slow under ASan) is stopped without one.
+    local ready="trap \"echo got TERM on \\\$SLURMD_NODENAME; exit 143\" TERM; touch $work/ff-ready.\$SLURM_STEP_ID; sleep 60 & wait"
+    local failing="until [ \$(ls $work/ff-ready.* 2>/dev/null | wc -l) -ge 2 ]; do sleep 0.1; done; exit 3"
+    printf '%s\n%s\n%s\n' "$ready" "$ready" "$failing" >"$work/ff.cmds"
     local t0=$SECONDS
     in_allocation "$pto_par" --launcher slurm -x --kill-grace 10 "$work/ff.cmds" >"$work/ff.out" 2>"$work/ff.err"
     local rc=$?

@@ -46,30 +46,32 @@ std::optional<std::vector<int>> DevicePool::acquire(std::size_t count)
     return got;
 }
 
+// Where `id` is in ids_; it must be one acquire() handed out. Anything else
+// is a bug in the caller, and aborts: the pool's whole point is that no id
+// is ever held twice.
+std::size_t DevicePool::held_index(int id, const char* doing) const
+{
+    const auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
+    const auto i = static_cast<std::size_t>(it - ids_.begin());
+    if (it == ids_.end() || *it != id || free_[i]) {
+        std::fprintf(stderr, "pto-par: internal error: device %d %s but not held\n", id, doing);
+        std::abort();
+    }
+    return i;
+}
+
 void DevicePool::release(std::span<const int> held)
 {
     for (int id : held) {
-        const auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
-        const auto i = static_cast<std::size_t>(it - ids_.begin());
-        if (it == ids_.end() || *it != id || free_[i]) {
-            std::fprintf(stderr, "pto-par: internal error: device %d released but not held\n", id);
-            std::abort();
-        }
-        free_[i] = true;
+        free_[held_index(id, "released")] = true;
         ++free_count_;
     }
 }
 
 void DevicePool::withhold(std::span<const int> held)
 {
-    for (int id : held) {
-        const auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
-        const auto i = static_cast<std::size_t>(it - ids_.begin());
-        if (it == ids_.end() || *it != id || free_[i]) {
-            std::fprintf(stderr, "pto-par: internal error: device %d withheld but not held\n", id);
-            std::abort();
-        }
-    }
+    for (int id : held)
+        (void)held_index(id, "withheld");  // checked only: it stays held
     withheld_ += held.size();
 }
 

@@ -32,6 +32,8 @@ public:
     std::size_t usable() const { return ids_.size() - withheld_; }
 
 private:
+    std::size_t held_index(int id, const char* doing) const;
+
     std::vector<int> ids_;     // sorted
     std::vector<bool> free_;   // parallel to ids_
     std::size_t free_count_ = 0;

@@ -1,14 +1,11 @@
 #include "plan/plan.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <numeric>
 
-#include "common/unique_fd.hpp"
+#include "common/read_file.hpp"
 #include "plan/json_value.hpp"
 
 namespace pto::plan {
@@ -18,30 +15,18 @@ namespace {
 // (a disk image, /dev/zero) can make pto-par read.
 constexpr std::size_t max_report_bytes = 256u << 20;
 
-Expected<std::optional<std::string>> read_file(const std::string& path)
+// The report at `path`; nothing when there is no such file.
+Expected<std::optional<std::string>> read_report(const std::string& path)
 {
-    UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) {
-        if (errno == ENOENT)
-            return std::optional<std::string>();
-        return tl::unexpected(sys_error("cannot open history file '" + path + "'", errno));
-    }
-    std::string text;
-    char buf[65536];
-    for (;;) {
-        const ssize_t n = read(fd.get(), buf, sizeof buf);
-        if (n == 0)
-            return std::optional<std::string>(std::move(text));
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return tl::unexpected(sys_error("cannot read history file '" + path + "'", errno));
-        }
-        text.append(buf, static_cast<std::size_t>(n));
-        if (text.size() > max_report_bytes)
-            return fail("history file '" + path + "' is larger than " + std::to_string(max_report_bytes >> 20) +
-                        " MiB; is it a --json report?");
-    }
+    auto text = read_file(path, max_report_bytes, "history file '" + path + "'");
+    if (text)
+        return std::optional<std::string>(std::move(*text));
+    if (text.error().sys_errno == ENOENT)
+        return std::optional<std::string>();
+    if (text.error().sys_errno == E2BIG)
+        return fail("history file '" + path + "' is larger than " + std::to_string(max_report_bytes >> 20) +
+                    " MiB; is it a --json report?");
+    return tl::unexpected(text.error());
 }
 
 }  // namespace
@@ -82,7 +67,7 @@ Expected<History> read_history(std::span<const std::string> files)
 {
     History history;
     for (const auto& f : files) {
-        auto text = read_file(f);
+        auto text = read_report(f);
         if (!text)
             return tl::unexpected(text.error());
         if (!*text)

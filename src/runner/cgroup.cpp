@@ -12,29 +12,18 @@
 #include <cstring>
 #include <string_view>
 
+#include "common/read_file.hpp"
+#include "runner/process_group.hpp"
+
 namespace pto::runner {
 namespace {
 
+// No cgroup or /proc file this reads comes near this.
+constexpr std::size_t max_small_file = 1 << 20;
+
 Expected<std::string> read_small_file(const std::string& path)
 {
-    UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd)
-        return tl::unexpected(sys_error("cannot read " + path, errno));
-    std::string text;
-    char buf[4096];
-    for (;;) {
-        const ssize_t n = read(fd.get(), buf, sizeof buf);
-        if (n == 0)
-            return text;
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return tl::unexpected(sys_error("cannot read " + path, errno));
-        }
-        text.append(buf, static_cast<std::size_t>(n));
-        if (text.size() > (1u << 20))
-            return fail(path + " is larger than any cgroup file should be");
-    }
+    return read_file(path, max_small_file, path);
 }
 
 // mountinfo escapes blanks and backslashes in paths as \NNN (octal).
@@ -111,19 +100,8 @@ bool populated_from(int events_fd)
 
 std::vector<pid_t> pids_in(const std::string& dir)
 {
-    std::vector<pid_t> pids;
     auto text = read_small_file(dir + "/cgroup.procs");
-    if (!text)
-        return pids;
-    for (const char* p = text->c_str(); *p != '\0';) {
-        char* end = nullptr;
-        const long pid = std::strtol(p, &end, 10);
-        if (end == p)
-            break;
-        pids.push_back(static_cast<pid_t>(pid));
-        p = end;
-    }
-    return pids;
+    return text ? parse_pids(*text) : std::vector<pid_t>{};
 }
 
 void kill_tree(const std::string& dir)

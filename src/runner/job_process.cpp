@@ -1,6 +1,5 @@
 #include "runner/job_process.hpp"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -8,8 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <cstring>
 
 #include "runner/process_group.hpp"
 
@@ -148,30 +145,6 @@ void JobProcess::kill_all() const
     signal_group(pid_, SIGKILL);
     if (cgroup_)
         cgroup_->kill_all();
-}
-
-std::string describe_processes(const std::vector<pid_t>& pids)
-{
-    std::string out;
-    for (pid_t pid : pids) {
-        if (!out.empty())
-            out += ", ";
-        out += "pid " + std::to_string(pid);
-        char path[64];
-        std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-        UniqueFd fd(open(path, O_RDONLY | O_CLOEXEC));
-        char buf[512];
-        const ssize_t n = fd ? read(fd.get(), buf, sizeof buf - 1) : -1;
-        if (n <= 0)
-            continue;  // gone meanwhile, or no /proc: the pid alone
-        buf[n] = '\0';
-        const char* open_paren = std::strchr(buf, '(');
-        const char* close_paren = std::strrchr(buf, ')');
-        if (open_paren == nullptr || close_paren == nullptr || close_paren < open_paren || close_paren[1] == '\0')
-            continue;
-        out += " (" + std::string(open_paren + 1, close_paren) + ", state " + close_paren[2] + ")";
-    }
-    return out;
 }
 
 }  // namespace pto::runner

@@ -94,7 +94,4 @@ private:
     std::optional<int> status_;
 };
 
-// "pid 12 (sleep, state D), pid 13 (...)" from /proc, for the quarantine notice.
-std::string describe_processes(const std::vector<pid_t>& pids);
-
 }  // namespace pto::runner

@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
+#include "common/read_file.hpp"
 #include "common/unique_fd.hpp"
 
 namespace pto::runner {
@@ -31,37 +33,44 @@ void signal_group(pid_t pgid, int sig)
 
 namespace {
 
-struct StatIds {
+// What /proc/PID/stat says of a process (fields 2 to 5).
+struct ProcStat {
+    std::string comm;
+    char state = 0;
     pid_t ppid = -1;
     pid_t pgrp = -1;
 };
 
-// Fields 4 and 5 of /proc/PID/stat; the command name (field 2) may hold
-// spaces and parentheses, so parse after its last ')'.
-StatIds stat_ids(const char* pid_dir)
+// Nothing when the process ended meanwhile or /proc cannot tell. The
+// command name may hold spaces and parentheses: it ends at the last ')'.
+std::optional<ProcStat> proc_stat(const char* pid_dir)
 {
     char path[64];
     std::snprintf(path, sizeof path, "/proc/%s/stat", pid_dir);
     UniqueFd fd(open(path, O_RDONLY | O_CLOEXEC));
     if (!fd)
-        return {};  // the process ended meanwhile
+        return std::nullopt;
     char buf[512];
     const ssize_t n = read(fd.get(), buf, sizeof buf - 1);
     if (n <= 0)
-        return {};
+        return std::nullopt;
     buf[n] = '\0';
-    const char* p = std::strrchr(buf, ')');
-    if (p == nullptr)
-        return {};
+    const char* open_paren = std::strchr(buf, '(');
+    const char* close_paren = std::strrchr(buf, ')');
+    if (open_paren == nullptr || close_paren == nullptr || close_paren < open_paren)
+        return std::nullopt;
+    ProcStat st;
+    st.comm.assign(open_paren + 1, close_paren);
     int ppid = 0;
     int pgrp = -1;
-    char state = 0;
-    if (std::sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) != 3)
-        return {};
-    return {ppid, pgrp};
+    if (std::sscanf(close_paren + 1, " %c %d %d", &st.state, &ppid, &pgrp) != 3)
+        return std::nullopt;
+    st.ppid = ppid;
+    st.pgrp = pgrp;
+    return st;
 }
 
-// Calls fn(pid, ids) for every process in /proc; false if /proc cannot be read.
+// Calls fn(pid, stat) for every process in /proc; false if /proc cannot be read.
 template <class Fn>
 bool for_each_process(Fn fn)
 {
@@ -71,7 +80,8 @@ bool for_each_process(Fn fn)
     while (const dirent* e = readdir(dir)) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
-        fn(static_cast<pid_t>(std::atoi(e->d_name)), stat_ids(e->d_name));
+        if (const auto st = proc_stat(e->d_name))
+            fn(static_cast<pid_t>(std::atoi(e->d_name)), *st);
     }
     closedir(dir);
     return true;
@@ -82,7 +92,7 @@ bool for_each_process(Fn fn)
 int count_group_members(pid_t pgid)
 {
     int count = 0;
-    const bool ok = for_each_process([&](pid_t, StatIds ids) {
+    const bool ok = for_each_process([&](pid_t, const ProcStat& ids) {
         if (ids.pgrp == pgid)
             ++count;
     });
@@ -92,7 +102,7 @@ int count_group_members(pid_t pgid)
 std::vector<pid_t> group_members(pid_t pgid)
 {
     std::vector<pid_t> pids;
-    for_each_process([&](pid_t pid, StatIds ids) {
+    for_each_process([&](pid_t pid, const ProcStat& ids) {
         if (ids.pgrp == pgid)
             pids.push_back(pid);
     });
@@ -101,36 +111,46 @@ std::vector<pid_t> group_members(pid_t pgid)
 
 std::vector<pid_t> children_of_this_process()
 {
-    std::vector<pid_t> kids;
     const pid_t self = getpid();
     // One small file per thread (CONFIG_PROC_CHILDREN) is far cheaper than
     // reading every process's stat; this process has one thread.
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/self/task/%d/children", static_cast<int>(self));
-    UniqueFd fd(open(path, O_RDONLY | O_CLOEXEC));
-    if (fd) {
-        std::string text;
-        char buf[4096];
-        ssize_t n = 0;
-        while ((n = read(fd.get(), buf, sizeof buf)) > 0)
-            text.append(buf, static_cast<std::size_t>(n));
-        if (n == 0) {
-            for (const char* p = text.c_str(); *p != '\0';) {
-                char* end = nullptr;
-                const long pid = std::strtol(p, &end, 10);
-                if (end == p)
-                    break;
-                kids.push_back(static_cast<pid_t>(pid));
-                p = end;
-            }
-            return kids;
-        }
-    }
-    for_each_process([&](pid_t pid, StatIds ids) {
+    const std::string path = "/proc/self/task/" + std::to_string(self) + "/children";
+    if (auto text = read_file(path, 1 << 20, path))
+        return parse_pids(*text);
+    std::vector<pid_t> kids;
+    for_each_process([&](pid_t pid, const ProcStat& ids) {
         if (ids.ppid == self)
             kids.push_back(pid);
     });
     return kids;
+}
+
+std::vector<pid_t> parse_pids(std::string_view text)
+{
+    std::vector<pid_t> pids;
+    const std::string copy(text);  // strtol wants the NUL that a view lacks
+    for (const char* p = copy.c_str(); *p != '\0';) {
+        char* end = nullptr;
+        const long pid = std::strtol(p, &end, 10);
+        if (end == p)
+            break;
+        pids.push_back(static_cast<pid_t>(pid));
+        p = end;
+    }
+    return pids;
+}
+
+std::string describe_processes(const std::vector<pid_t>& pids)
+{
+    std::string out;
+    for (pid_t pid : pids) {
+        if (!out.empty())
+            out += ", ";
+        out += "pid " + std::to_string(pid);
+        if (const auto st = proc_stat(std::to_string(pid).c_str()))
+            out += " (" + st->comm + ", state " + st->state + ")";
+    }
+    return out;
 }
 
 }  // namespace pto::runner

@@ -1,8 +1,11 @@
-// What is left of a job's process group after its leader.
+// What is left of a job's process group after its leader, and what /proc
+// says of processes.
 #pragma once
 
 #include <sys/types.h>
 
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace pto::runner {
@@ -24,5 +27,12 @@ std::vector<pid_t> group_members(pid_t pgid);
 // a scan of /proc/*/stat where those files do not exist). Empty when /proc
 // cannot tell.
 std::vector<pid_t> children_of_this_process();
+
+// The pids of a whitespace-separated list (cgroup.procs, /proc/.../children).
+std::vector<pid_t> parse_pids(std::string_view text);
+
+// "pid 12 (sleep, state D), pid 13 (...)" from /proc, for the quarantine
+// notice; a pid alone where /proc cannot tell.
+std::string describe_processes(const std::vector<pid_t>& pids);
 
 }  // namespace pto::runner

@@ -42,11 +42,11 @@ Expected<Happened> ProcessSet::wait(int timeout_ms)
     // Layout: [signalfd][pipes...][cgroup events...][clients...]
     fds_.clear();
     fds_.push_back({signals_.fd(), POLLIN, 0});
-    std::vector<JobProcess*> piped;
+    piped_.clear();
     for (auto& j : jobs_)
         if (j->output_fd() >= 0) {
             fds_.push_back({j->output_fd(), POLLIN, 0});
-            piped.push_back(j.get());
+            piped_.push_back(j.get());
         }
     // Only once the leader has ended does the cgroup's emptying matter; its
     // events file was read then (JobProcess::empty), so this poll sleeps
@@ -55,11 +55,11 @@ Expected<Happened> ProcessSet::wait(int timeout_ms)
         if (!j->leader_alive() && j->cgroup() != nullptr)
             fds_.push_back({j->cgroup()->events_fd(), POLLPRI, 0});
     const std::size_t first_client = fds_.size();
-    std::vector<PollClient*> polled_clients;
+    polled_clients_.clear();
     for (auto* c : clients_)
         if (c->poll_fd() >= 0) {
             fds_.push_back({c->poll_fd(), c->poll_events(), 0});
-            polled_clients.push_back(c);
+            polled_clients_.push_back(c);
         }
 
     Happened what;
@@ -84,12 +84,12 @@ Expected<Happened> ProcessSet::wait(int timeout_ms)
     }
     if (what.children)
         reap();
-    for (std::size_t i = 0; i < piped.size(); ++i)
+    for (std::size_t i = 0; i < piped_.size(); ++i)
         if (fds_[1 + i].revents != 0)
-            what.readable.push_back(piped[i]);
-    for (std::size_t i = 0; i < polled_clients.size(); ++i)
+            what.readable.push_back(piped_[i]);
+    for (std::size_t i = 0; i < polled_clients_.size(); ++i)
         if (fds_[first_client + i].revents != 0)
-            polled_clients[i]->on_ready(fds_[first_client + i].revents);
+            polled_clients_[i]->on_ready(fds_[first_client + i].revents);
     return what;
 }
 

@@ -51,7 +51,10 @@ private:
     std::vector<PollClient*> clients_;
     Helpers* helpers_ = nullptr;
     std::vector<std::unique_ptr<JobProcess>> jobs_;
+    // Rebuilt before every poll; kept so that a wake-up allocates nothing.
     std::vector<pollfd> fds_;
+    std::vector<JobProcess*> piped_;
+    std::vector<PollClient*> polled_clients_;
 };
 
 }  // namespace pto::runner

@@ -773,16 +773,15 @@ void Run::read(JobProcess& j, int max_reads)
     // Without anyone to see the bytes as they come, the kernel moves them
     // from the pipe to the spill file (splice) and they never enter here;
     // a Slurm step's first line is pto-par's, and is looked at.
-    const Job& job = jobs_[j.index()];
-    const JobResult& res = results_[j.index()];
-    const bool show = opt_.observer != nullptr && opt_.output_live;
     std::function<void(std::string_view)> live;
-    if (show || j.step() != nullptr)
-        live = [this, &j, &job, &res, show](std::string_view bytes) {
+    if ((opt_.observer != nullptr && opt_.output_live) || j.step() != nullptr)
+        // Two pointers: small enough for std::function to keep without an
+        // allocation on every read.
+        live = [this, &j](std::string_view bytes) {
             // A step's START comes before the first output after its header.
             note_step_start(j);
-            if (show)
-                opt_.observer->on_output(job, res, bytes);
+            if (opt_.observer != nullptr && opt_.output_live)
+                opt_.observer->on_output(jobs_[j.index()], results_[j.index()], bytes);
         };
     j.read_output(read_chunk, max_reads, live);
     note_step_start(j);

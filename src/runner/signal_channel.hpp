@@ -24,7 +24,6 @@ public:
     ~SignalChannel();  // restores the caller's mask
 
     int fd() const { return fd_.get(); }
-    const sigset_t& caller_mask() const { return caller_mask_; }
 
     // Every signal that has arrived since the last call, in order.
     Expected<std::vector<int>> drain();

@@ -71,6 +71,8 @@ TEST_CASE("none of the caller's signal handlers runs in a job's child before it 
     REQUIRE(sigaction(SIGWINCH, &old, nullptr) == 0);
 
     REQUIRE(summary);
+    CHECK(summary->containment == pto::Containment::process_group);
+    CHECK(summary->withheld.empty());
     for (const auto& r : summary->results) {
         CHECK(r.status == pto::JobStatus::passed);
         // The reports' promise: the duration is exactly end - start.

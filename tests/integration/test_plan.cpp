@@ -156,6 +156,19 @@ TEST_CASE("--backfill starts a short job ahead of a blocked head only when histo
     CHECK(b["head"] <= n["head"] + 0.3);
 }
 
+TEST_CASE("--backfill: a job that went ahead and overran its history is named with the head's delay")
+{
+    TempDir dir;
+    // History says 'late' takes 0.1 s, so it goes ahead of 'head' while 'a'
+    // runs; it takes 1.2 s, and 'head' starts about 0.7 s after 'a' ends.
+    const auto file = dir.write("o.cmds", "@1,label=a sleep 0.5\n@2,label=head true\n@1,label=late sleep 1.2\n");
+    const auto hist = dir.write("h.json", "{\"label\":\"a\",\"status\":\"passed\",\"duration_s\":0.5}\n"
+                                          "{\"label\":\"late\",\"status\":\"passed\",\"duration_s\":0.1}\n");
+    const auto r = run({pto_par(), "-d", "0-1", "--history", hist, "--backfill", file});
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("backfilled job 'late' ran past its history and delayed 'head' by ") != std::string::npos);
+}
+
 TEST_CASE("--backfill without history lets nothing pass the head")
 {
     TempDir dir;

@@ -46,6 +46,16 @@ std::string unescape_mount_path(std::string_view s)
     return out;
 }
 
+// What `rest` holds up to the next `sep` (all of it if none); `rest` then
+// starts after that `sep`.
+std::string_view next_token(std::string_view& rest, char sep)
+{
+    const auto at = rest.find(sep);
+    const std::string_view token = rest.substr(0, at);
+    rest = at == std::string_view::npos ? std::string_view() : rest.substr(at + 1);
+    return token;
+}
+
 // The mount point of the cgroup2 file system whose root is "/", from
 // /proc/self/mountinfo (fields: id parent dev root mountpoint ... - fstype ...).
 Expected<std::string> unified_mount()
@@ -55,19 +65,14 @@ Expected<std::string> unified_mount()
         return tl::unexpected(text.error());
     std::string_view rest = *text;
     while (!rest.empty()) {
-        const auto nl = rest.find('\n');
-        std::string_view line = rest.substr(0, nl);
-        rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+        const std::string_view line = next_token(rest, '\n');
         const auto dash = line.find(" - ");
         if (dash == std::string_view::npos || line.substr(dash + 3).substr(0, 8) != "cgroup2 ")
             continue;
         std::string_view fields[5];
         std::string_view head = line.substr(0, dash);
-        for (auto& f : fields) {
-            const auto sp = head.find(' ');
-            f = head.substr(0, sp);
-            head = sp == std::string_view::npos ? std::string_view() : head.substr(sp + 1);
-        }
+        for (auto& f : fields)
+            f = next_token(head, ' ');
         // A bind mount of a subtree (a container's view) has another root;
         // the path from /proc/self/cgroup is then relative to that root,
         // which only the namespace's own mount of "/" shows correctly.
@@ -161,9 +166,7 @@ Expected<std::string> own_cgroup_dir()
         return tl::unexpected(text.error());
     std::string_view rest = *text;
     while (!rest.empty()) {
-        const auto nl = rest.find('\n');
-        const std::string_view line = rest.substr(0, nl);
-        rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+        const std::string_view line = next_token(rest, '\n');
         if (line.substr(0, 3) != "0::")
             continue;
         std::string rel(line.substr(3));
@@ -186,7 +189,7 @@ JobCgroup::~JobCgroup()
         kill_all();
         wait_empty(path_, 1000);
     }
-    (void)rmdir(path_.c_str());  // EBUSY: a process stuck in the kernel; the run's rmdir will fail too, said at the end
+    (void)rmdir(path_.c_str());  // EBUSY: a process stuck in the kernel; a later run's clean-up tries again
 }
 
 bool JobCgroup::populated() const

@@ -136,7 +136,7 @@ public:
     {
         sigset_t all;
         sigfillset(&all);
-        // Cannot fail with a valid set and how.
+        // Cannot fail: the set and the `how` are valid.
         (void)pthread_sigmask(SIG_SETMASK, &all, &saved_);
     }
     ~AllSignalsBlocked() { (void)pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }

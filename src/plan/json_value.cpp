@@ -101,7 +101,11 @@ private:
         const double v = std::strtod(text.c_str(), nullptr);
         if (!std::isfinite(v))
             return error("a number out of range");
-        return JsonValue{v};
+        // Built in place: GCC 12 with the sanitizers warns of an
+        // uninitialized string inside the variant for JsonValue{v}.
+        JsonValue out;
+        out.v.emplace<double>(v);
+        return out;
     }
 
     static void put_utf8(std::string& out, unsigned cp)

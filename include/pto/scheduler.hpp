@@ -144,6 +144,9 @@ public:
     // Something the user should know that is no single job's event, e.g.
     // "out of file descriptors: holding the next job".
     virtual void on_notice(const std::string&) {}
+    // One of RunOptions::watched_signals arrived (read in the run's loop,
+    // like its own signals, so the observer acts on it outside a handler).
+    virtual void on_signal(int /*sig*/) {}
 };
 
 // Something besides the jobs that the run's one poll() waits on, such as an
@@ -207,6 +210,10 @@ struct RunOptions {
     bool stop_escapees = true;
     RunObserver* observer = nullptr;
     std::vector<PollClient*> poll_clients;
+    // Signals the observer wants to hear of (RunObserver::on_signal), such
+    // as SIGWINCH for a display sized to the terminal: blocked while the run
+    // lasts and read from its signalfd, with its own signals.
+    std::vector<int> watched_signals;
     Containment containment = Containment::automatic;  // without effect under Slurm (slurmd holds the tasks)
     std::optional<SlurmOptions> slurm;
     // The TCP ports jobs draw from (Job::port_count): a second pool, with the

@@ -56,6 +56,11 @@ public:
         for (auto* o : observers_)
             o->on_notice(text);
     }
+    void on_signal(int sig) override
+    {
+        for (auto* o : observers_)
+            o->on_signal(sig);
+    }
 
 private:
     std::vector<RunObserver*> observers_;

@@ -720,6 +720,9 @@ void Run::on_signal(int sig)
         stop_all("interrupted");
     } else if (sig == SIGUSR1) {
         report_status();
+    } else if (opt_.observer != nullptr &&
+               std::find(opt_.watched_signals.begin(), opt_.watched_signals.end(), sig) != opt_.watched_signals.end()) {
+        opt_.observer->on_signal(sig);
     }
 }
 
@@ -1027,7 +1030,7 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
                             " processes left in its cgroups by an earlier pto-par run that was killed";
     }
 
-    auto signals = runner::SignalChannel::open(options.handle_signals);
+    auto signals = runner::SignalChannel::open(options.handle_signals, options.watched_signals);
     if (!signals)
         return tl::unexpected(signals.error());
     UniqueFd dev_null(open("/dev/null", O_RDONLY | O_CLOEXEC));

@@ -4,10 +4,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
 
 namespace pto::runner {
 
-Expected<SignalChannel> SignalChannel::open(bool stop_signals)
+Expected<SignalChannel> SignalChannel::open(bool stop_signals, std::span<const int> watched)
 {
     sigset_t set;
     sigemptyset(&set);
@@ -15,6 +16,9 @@ Expected<SignalChannel> SignalChannel::open(bool stop_signals)
     if (stop_signals)
         for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})
             sigaddset(&set, sig);
+    for (int sig : watched)
+        if (sigaddset(&set, sig) != 0)
+            return tl::unexpected(sys_error("watching signal " + std::to_string(sig), errno));
 
     SignalChannel ch;
     if (sigprocmask(SIG_BLOCK, &set, &ch.caller_mask_) != 0)

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 
+#include <span>
 #include <vector>
 
 #include <pto/error.hpp>
@@ -15,8 +16,9 @@ namespace pto::runner {
 
 class SignalChannel {
 public:
-    // SIGCHLD always; with `stop_signals` also SIGINT, SIGTERM, SIGHUP, SIGUSR1.
-    static Expected<SignalChannel> open(bool stop_signals);
+    // SIGCHLD always; with `stop_signals` also SIGINT, SIGTERM, SIGHUP,
+    // SIGUSR1; and every signal of `watched`.
+    static Expected<SignalChannel> open(bool stop_signals, std::span<const int> watched = {});
 
     SignalChannel(SignalChannel&&) noexcept;
     SignalChannel& operator=(SignalChannel&&) = delete;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <thread>
+#include <vector>
 
 #include <pto/scheduler.hpp>
 
@@ -79,6 +80,37 @@ TEST_CASE("none of the caller's signal handlers runs in a job's child before it 
         CHECK(r.duration_s == r.end - r.start);
     }
     CHECK(ran_in_child == 0);
+}
+
+TEST_CASE("watched signals reach the observer through the run's loop, and are the caller's again after it")
+{
+    struct Watcher final : pto::RunObserver {
+        std::vector<int> got;
+        void on_finish(const pto::Job&, const pto::JobResult&, const pto::JobOutput&) override {}
+        void on_signal(int sig) override { got.push_back(sig); }
+    } watcher;
+    std::vector<pto::Job> jobs(1);
+    jobs[0].label = "winch";
+    jobs[0].device_count = 0;
+    jobs[0].build = [](std::span<const int>) -> pto::Expected<pto::LaunchSpec> {
+        // The job's parent is this process: the run's loop must read it.
+        return pto::LaunchSpec{{"/bin/sh", "-c", "kill -WINCH $PPID; kill -WINCH $PPID; sleep 0.2"}, {}, {}};
+    };
+    pto::RunOptions opt;
+    opt.handle_signals = false;
+    opt.observer = &watcher;
+    opt.watched_signals = {SIGWINCH};
+    auto summary = pto::run_jobs(std::move(jobs), opt);
+    REQUIRE_MESSAGE(summary, (summary ? "" : summary.error().message));
+    CHECK(summary->results[0].status == pto::JobStatus::passed);
+    // Standard signals do not queue: one or two, never none.
+    REQUIRE(!watcher.got.empty());
+    CHECK(watcher.got.size() <= 2);
+    for (int sig : watcher.got)
+        CHECK(sig == SIGWINCH);
+    sigset_t now;
+    REQUIRE(sigprocmask(SIG_BLOCK, nullptr, &now) == 0);
+    CHECK(sigismember(&now, SIGWINCH) == 0);
 }
 
 }

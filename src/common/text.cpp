@@ -1,6 +1,7 @@
 #include "common/text.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/utf8.hpp"
 
@@ -23,7 +24,52 @@ void put_hex(unsigned char c, std::string& out)
     out += hex[c & 15];
 }
 
+// East Asian Wide and Fullwidth (Unicode's EastAsianWidth.txt, the large
+// blocks) and the emoji blocks: a terminal gives each of them two columns.
+bool wide(char32_t cp)
+{
+    return (cp >= 0x1100 && cp <= 0x115f) || (cp >= 0x2e80 && cp <= 0x303e) || (cp >= 0x3041 && cp <= 0x33ff) ||
+           (cp >= 0x3400 && cp <= 0x4dbf) || (cp >= 0x4e00 && cp <= 0x9fff) || (cp >= 0xa000 && cp <= 0xa4cf) ||
+           (cp >= 0xac00 && cp <= 0xd7a3) || (cp >= 0xf900 && cp <= 0xfaff) || (cp >= 0xfe30 && cp <= 0xfe4f) ||
+           (cp >= 0xff00 && cp <= 0xff60) || (cp >= 0xffe0 && cp <= 0xffe6) || (cp >= 0x1f300 && cp <= 0x1f64f) ||
+           (cp >= 0x1f900 && cp <= 0x1f9ff) || (cp >= 0x20000 && cp <= 0x3fffd);
+}
+
+// The next code point's bytes and columns; a byte that starts none (not
+// made by printable()) counts as one column.
+std::pair<std::size_t, std::size_t> next_glyph(std::string_view s)
+{
+    const utf8::Sequence seq = utf8::decode(s);
+    if (seq.length <= 0)
+        return {1, 1};
+    return {static_cast<std::size_t>(seq.length), wide(seq.code_point) ? 2 : 1};
+}
+
 }  // namespace
+
+std::size_t columns(std::string_view s)
+{
+    std::size_t n = 0;
+    while (!s.empty()) {
+        const auto [bytes, cols] = next_glyph(s);
+        n += cols;
+        s.remove_prefix(bytes);
+    }
+    return n;
+}
+
+std::string_view cut_to_columns(std::string_view s, std::size_t width)
+{
+    std::size_t used = 0, end = 0;
+    while (end < s.size()) {
+        const auto [bytes, cols] = next_glyph(s.substr(end));
+        if (used + cols > width)
+            break;
+        used += cols;
+        end += bytes;
+    }
+    return s.substr(0, end);
+}
 
 std::string_view trim(std::string_view s)
 {

@@ -15,6 +15,14 @@ std::string_view trim(std::string_view s);
 // sequences or reorder what a terminal shows.
 std::string printable(std::string_view s);
 
+// The columns a terminal gives text that printable() made: a column per
+// code point, two for the East Asian wide and fullwidth ranges and emoji.
+std::size_t columns(std::string_view printable_text);
+
+// The longest start of `printable_text` that fits in `width` columns, cut
+// between code points.
+std::string_view cut_to_columns(std::string_view printable_text, std::size_t width);
+
 // A shell variable name: [A-Za-z_][A-Za-z0-9_]*.
 bool is_env_name(std::string_view s);
 

@@ -210,6 +210,8 @@ bool Sink::write_file_now(int in, std::uint64_t& offset, std::uint64_t& length)
 
 void Sink::write(std::string_view bytes)
 {
+    if (before_write_ && !bytes.empty())
+        before_write_();
     const char* data = bytes.data();
     std::size_t size = bytes.size();
     if (!dead() && pieces_.empty())
@@ -225,6 +227,8 @@ void Sink::write(std::string_view bytes)
 
 void Sink::write(const JobOutput& output)
 {
+    if (before_write_ && output.size() != 0)
+        before_write_();
     write(output.memory());
     if (!output.spilled())
         return;

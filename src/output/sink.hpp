@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -43,6 +44,10 @@ public:
     // A job's whole output; its spilled part goes in the kernel, to the
     // reader or into the backlog, never through this process's memory.
     void write(const JobOutput& output);
+
+    // Called before the bytes of any write go out, so that a line drawn on
+    // the same terminal (the progress line) can take itself away first.
+    void set_before_write(std::function<void()> f) { before_write_ = std::move(f); }
 
     int poll_fd() const override;
     short poll_events() const override;
@@ -98,6 +103,7 @@ private:
     std::uint64_t dropped_ = 0;
     bool reader_gone_ = false;
     std::optional<Error> error_;
+    std::function<void()> before_write_;
 };
 
 // At the end of a run: waits in poll until every sink has written all it

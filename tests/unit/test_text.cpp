@@ -74,4 +74,21 @@ TEST_CASE("parse_seconds: one grammar and one range for the command line and the
           "expected a number of seconds >= 0, such as 600, 1.5 or 2e3");
 }
 
+TEST_CASE("columns and cut_to_columns: a column per code point, two for wide ones, never half a glyph")
+{
+    using pto::text::columns;
+    using pto::text::cut_to_columns;
+    CHECK(columns("") == 0);
+    CHECK(columns("abc") == 3);
+    CHECK(columns("caf\xC3\xA9") == 4);              // é: two bytes, one column
+    CHECK(columns("\xE6\xB5\x8B\xE8\xAF\x95") == 4);  // 测试: two wide
+    CHECK(columns("\xF0\x9F\x98\x80") == 2);         // an emoji
+    CHECK(columns("\xE2\x80\xA6") == 1);              // …
+    CHECK(cut_to_columns("abcdef", 3) == "abc");
+    CHECK(cut_to_columns("abc", 10) == "abc");
+    CHECK(cut_to_columns("caf\xC3\xA9s", 4) == "caf\xC3\xA9");
+    CHECK(cut_to_columns("a\xE6\xB5\x8B\xE8\xAF\x95", 4) == "a\xE6\xB5\x8B");  // not half of 试
+    CHECK(cut_to_columns("abc", 0).empty());
+}
+
 }

@@ -21,6 +21,7 @@ _pto_par_values()
     --contain) words='auto cgroup pgroup' ;;
     --color) words='auto always never' ;;
     --ci) words='auto github gitlab none' ;;
+    --progress) words='auto always never' ;;
     --order) words='file longest' ;;
     --history | --rerun-failed)
         compopt -o filenames 2>/dev/null
@@ -57,7 +58,7 @@ _pto_par()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} w need='' i j c
     local long_with_value='--devices --device --jobs --platform --device-env --shell
-        --kill-grace --timeout --job-timeout --dump-grace --contain --color --ci --launcher --history --order --shard --rerun-failed --ports --retries --output --json --junit --log-dir'
+        --kill-grace --timeout --job-timeout --dump-grace --contain --color --ci --progress --launcher --history --order --shard --rerun-failed --ports --retries --output --json --junit --log-dir'
     local long_flags='--backfill --fail-fast --dry-run --quiet --verbose --help --version'
     local short_opts='-d -j -p -e -x -n -q -v -h -V'
     COMPREPLY=()

@@ -1,6 +1,7 @@
 // pto-par: the edge where values become messages and exit codes.
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,6 +30,7 @@
 #include "report/junit_report.hpp"
 #include "report/log_dir.hpp"
 #include "report/output_writer.hpp"
+#include "report/progress_line.hpp"
 #include "report/status_lines.hpp"
 #include "common/signal_names.hpp"
 #include "common/unique_fd.hpp"
@@ -90,6 +92,14 @@ int finish_output(output::Sink& out, output::Sink& err, cli::EarlySignals& signa
         (void)output::drain(own, signals.fd(), 1000);  // what is left is lost either way: nothing more to say
     }
     return status;
+}
+
+// Standard output shows on the terminal standard error is: what one writes
+// then takes the other's progress line away.
+bool same_terminal(int a, int b)
+{
+    struct stat sa {}, sb {};
+    return isatty(a) == 1 && isatty(b) == 1 && fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_rdev == sb.st_rdev;
 }
 
 Expected<DiscoveredPool> choose_pool(const std::string& spec)
@@ -437,6 +447,18 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
                               : opt.ci == "gitlab" ? report::CiKind::gitlab
                               : opt.ci == "none"   ? report::CiKind::none
                                                    : report::detect_ci(std::getenv("GITHUB_ACTIONS"), std::getenv("GITLAB_CI"));
+    // The progress line: on a terminal that shows it, not in a CI log.
+    std::unique_ptr<report::ProgressLine> progress;
+    if (opt.progress == "always" ||
+        (opt.progress == "auto" && ci == report::CiKind::none && isatty(STDERR_FILENO) == 1 &&
+         !(term != nullptr && std::string_view(term) == "dumb"))) {
+        auto line = report::ProgressLine::open(**err_sink, same_terminal(STDOUT_FILENO, STDERR_FILENO) ? out_sink->get() : nullptr,
+                                               STDERR_FILENO, jobs.size());
+        if (line)
+            progress = std::move(*line);
+        else
+            status.note("no progress line: " + line.error().message);
+    }
     report::OutputWriter output(**out_sink, opt.output, ci);
     report::JsonLines json(json_fd.get());
     report::Fanout fanout;
@@ -458,6 +480,12 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
             return error(ok.error().message);
         fanout.add(&*logs);
     }
+    if (progress) {
+        // Last, so that it is drawn after the lines of the same event.
+        fanout.add(progress.get());
+        ro.poll_clients.push_back(progress.get());
+        ro.watched_signals = {SIGWINCH, SIGCONT};
+    }
     ro.observer = &fanout;
 
     if (!planned->description.empty() && opt.verbosity == 0)
@@ -469,6 +497,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
 
     const auto t0 = std::chrono::steady_clock::now();
     auto summary = run_jobs(std::move(jobs), ro);
+    if (progress)
+        progress->finish();
     if (!summary)
         return error(summary.error().message);
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

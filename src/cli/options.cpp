@@ -36,6 +36,7 @@ enum LongOnly {
     opt_launcher,
     opt_color,
     opt_ci,
+    opt_progress,
 };
 
 const option long_options[] = {
@@ -68,6 +69,7 @@ const option long_options[] = {
     {"launcher", required_argument, nullptr, opt_launcher},
     {"color", required_argument, nullptr, opt_color},
     {"ci", required_argument, nullptr, opt_ci},
+    {"progress", required_argument, nullptr, opt_progress},
     {"help", no_argument, nullptr, 'h'},
     {"version", no_argument, nullptr, 'V'},
     {nullptr, 0, nullptr, 0},
@@ -281,6 +283,13 @@ Expected<Options> parse_options(int argc, char** argv)
             o.ci = arg;
             break;
         }
+        case opt_progress: {
+            const std::string_view v(arg);
+            if (v != "auto" && v != "always" && v != "never")
+                return fail("invalid value '" + std::string(v) + "' for --progress: expected auto, always or never");
+            o.progress = arg;
+            break;
+        }
         case opt_launcher: {
             auto slurm = parse_launcher(arg, "--launcher");
             if (!slurm)
@@ -370,6 +379,10 @@ Output and reports:
       --ci KIND          mark each job's output as a foldable section of a CI
                          log and annotate failures: auto (default: from
                          GITHUB_ACTIONS / GITLAB_CI), github, gitlab, none
+      --progress WHEN    a progress line kept at the bottom of the terminal:
+                         auto (default: when standard error is a terminal,
+                         TERM is not dumb and no CI log is written), always,
+                         never
   -n, --dry-run          check FILE and print the plan; run nothing
   -q, --quiet            status lines only for jobs that did not pass
   -v, --verbose          more status lines

@@ -43,6 +43,7 @@ struct Options {
     int port_high = 30499;
     std::string color = "auto";           // --color auto|always|never
     std::string ci = "auto";              // --ci auto|github|gitlab|none
+    std::string progress = "auto";        // --progress auto|always|never
     bool slurm = false;                   // --launcher slurm, else $PTO_PAR_LAUNCHER
     std::string file = "-";               // "-" is standard input
     bool help = false;

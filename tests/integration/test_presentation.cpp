@@ -1,7 +1,13 @@
 // How a run looks in a CI log and on a colour terminal.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
+#include <algorithm>
+#include <cctype>
+
 #include "process.hpp"
+#include "screen.hpp"
 
 using namespace pto::test;
 
@@ -55,6 +61,168 @@ TEST_CASE("colour: --color always paints the verdicts; never and NO_COLOR with a
     }
     CHECK(run({pto_par(), "--color", "blue", file}).exit_code == 2);
     CHECK(run({pto_par(), "--ci", "jenkins", file}).exit_code == 2);
+}
+
+namespace {
+
+std::string many_jobs(int n, const std::string& extra = {})
+{
+    std::string text;
+    for (int i = 1; i <= n; ++i)
+        text += "@0,label=test_operator_" + std::to_string(i) + "_with_a_long_name sleep 0.0" + std::to_string(i % 5) +
+                "; echo out-" + std::to_string(i) + "\n";
+    return text + extra;
+}
+
+bool all_digits(std::string_view s)
+{
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+// "[12/80] ... running", anywhere in the row.
+bool looks_like_progress(std::string_view row)
+{
+    for (std::size_t at = row.find('['); at != std::string_view::npos; at = row.find('[', at + 1)) {
+        const auto slash = row.find('/', at);
+        const auto close = row.find("] ", at);
+        if (slash != std::string_view::npos && close != std::string_view::npos && slash < close &&
+            all_digits(row.substr(at + 1, slash - at - 1)) && all_digits(row.substr(slash + 1, close - slash - 1)) &&
+            row.find("running", close) != std::string_view::npos)
+            return true;
+    }
+    return false;
+}
+
+// PREFIX followed by a number, and nothing else.
+bool numbered(std::string_view row, std::string_view prefix)
+{
+    return row.starts_with(prefix) && all_digits(row.substr(prefix.size()));
+}
+
+}  // namespace
+
+TEST_CASE("progress line on a terminal: drawn in place within the width, gone from the final screen")
+{
+    TempDir dir;
+    const auto file = dir.write("p.cmds", many_jobs(40, "@0,label=bad sleep 0.2; echo bad-out; exit 3\n"));
+    Setup tty;
+    tty.terminal_cols = 100;
+    const auto r = run({pto_par(), "-d", "none", "-j", "4", file}, {}, {"TERM=xterm"}, std::chrono::seconds(60), tty);
+    CHECK(r.exit_code == 1);
+    const auto draws = progress_draws(r.tty);
+    REQUIRE(draws.size() >= 2);
+    bool cut = false;
+    for (const auto& d : draws) {
+        CHECK_MESSAGE(looks_like_progress(d), d);
+        CHECK_MESSAGE(columns(d) <= 99, d);  // one short of the width: no autowrap
+        cut = cut || d.find("\xE2\x80\xA6") != std::string::npos;
+    }
+    CHECK(cut);  // four long labels do not fit in 100 columns
+    const Screen screen = render(r.tty, 100);
+    CHECK(screen.unknown.empty());
+    CHECK(screen.wraps == 0);
+    int passed = 0, failed = 0;
+    for (const auto& row : screen.rows) {
+        CHECK_MESSAGE(!looks_like_progress(row), row);
+        // Every row is whole: a status line or a job's output line.
+        const bool ours = row.starts_with("[pto-par] ");
+        const bool job = numbered(row, "out-") || row == "bad-out";
+        CHECK_MESSAGE((ours || job), row);
+        passed += row.starts_with("[pto-par] PASS ") ? 1 : 0;
+        failed += row.starts_with("[pto-par] FAIL bad ") ? 1 : 0;
+    }
+    CHECK(passed == 40);
+    CHECK(failed == 1);
+    for (int i = 1; i <= 40; ++i)
+        CHECK(std::count(screen.rows.begin(), screen.rows.end(), "out-" + std::to_string(i)) == 1);
+    REQUIRE(!screen.rows.empty());
+    CHECK(screen.rows.back().starts_with("[pto-par] 40 passed, 1 failed"));
+}
+
+TEST_CASE("progress line: stream output on the same terminal comes above it, every line whole")
+{
+    TempDir dir;
+    std::string text;
+    for (int i = 1; i <= 6; ++i)
+        text += "@0,label=j" + std::to_string(i) + " for k in $(seq 1 200); do echo line-$k; done\n";
+    Setup tty;
+    tty.terminal_cols = 80;
+    const auto r = run({pto_par(), "-d", "none", "-j", "3", "-q", "--output", "stream", dir.write("s.cmds", text)}, {},
+                       {"TERM=xterm"}, std::chrono::seconds(60), tty);
+    CHECK(r.exit_code == 0);
+    const Screen screen = render(r.tty, 80);
+    int lines = 0;
+    for (const auto& row : screen.rows) {
+        CHECK_MESSAGE(!looks_like_progress(row), row);
+        if (row.starts_with("[pto-par] "))
+            continue;
+        const auto close = row.find("] line-");
+        CHECK_MESSAGE((numbered(row.substr(0, close), "[j") && numbered(row.substr(close + 2), "line-")), row);
+        ++lines;
+    }
+    CHECK(lines == 6 * 200);
+}
+
+TEST_CASE("progress line: a resized terminal gets a line that fits its new width")
+{
+    TempDir dir;
+    Setup tty;
+    tty.terminal_cols = 120;
+    Process p({pto_par(), "-d", "none", "-j", "2", "-q",
+               dir.write("w.cmds", "@0,label=a_job_with_a_rather_long_label sleep 30\n@0,label=another_long_label sleep 30\n")},
+              {}, {"TERM=xterm"}, tty);
+    REQUIRE(p.wait_for_tty("another_long_label", std::chrono::seconds(10)));
+    const std::size_t before = p.tty_so_far().size();
+    p.resize(30, 24);
+    // The next drawing after the resize ends with the clock; it must fit.
+    REQUIRE(p.wait_for_tty("\x1b[K", std::chrono::seconds(10), before));
+    REQUIRE(p.wait_for_tty("\x1b[K", std::chrono::seconds(10), p.tty_so_far().size()));
+    const auto draws = progress_draws(std::string_view(p.tty_so_far()).substr(before));
+    REQUIRE(!draws.empty());
+    CHECK_MESSAGE(columns(draws.back()) <= 29, draws.back());
+    p.send(SIGINT);
+    const auto r = p.wait(std::chrono::seconds(20));
+    CHECK(r.exit_code == 130);
+    // From the resize on: what was drawn 120 wide before, a terminal
+    // reflows or cuts as it likes.
+    const Screen screen = render(std::string_view(r.tty).substr(before), 30);
+    for (const auto& row : screen.rows)
+        CHECK_MESSAGE(!looks_like_progress(row), row);
+}
+
+TEST_CASE("progress line: never in a pipe, on TERM=dumb, in a CI log or with --progress never; always forces it")
+{
+    TempDir dir;
+    const auto file = dir.write("n.cmds", "@0,label=a sleep 0.3\n@0,label=b sleep 0.3\n");
+    CHECK(run({pto_par(), "-d", "none", file}).err.find('\r') == std::string::npos);  // stderr is a pipe
+    Setup tty;
+    tty.terminal_cols = 80;
+    for (const auto& [args, env] :
+         {std::pair{std::vector<std::string>{}, std::vector<std::string>{"TERM=dumb"}},
+          std::pair{std::vector<std::string>{"--ci", "github"}, std::vector<std::string>{"TERM=xterm"}},
+          std::pair{std::vector<std::string>{"--progress", "never"}, std::vector<std::string>{"TERM=xterm"}}}) {
+        std::vector<std::string> argv{pto_par(), "-d", "none"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        argv.push_back(file);
+        const auto r = run(argv, {}, env, std::chrono::seconds(30), tty);
+        CHECK(r.exit_code == 0);
+        CHECK_MESSAGE(progress_draws(r.tty).empty(), r.tty);
+    }
+    const auto forced = run({pto_par(), "-d", "none", "--progress", "always", file});
+    CHECK(forced.exit_code == 0);
+    const auto draws = progress_draws(forced.err);
+    REQUIRE(!draws.empty());
+    CHECK(draws.front().starts_with("[0/2] "));
+    // Taken away before the summary, the last line.
+    std::string as_on_terminal;
+    for (char c : forced.err)
+        as_on_terminal += c == '\n' ? std::string("\r\n") : std::string(1, c);
+    const Screen screen = render(as_on_terminal, 200);
+    for (const auto& row : screen.rows)
+        CHECK_MESSAGE(!looks_like_progress(row), row);
+    REQUIRE(!screen.rows.empty());
+    CHECK(screen.rows.back().starts_with("[pto-par] 2 passed"));
+    CHECK(run({pto_par(), "--progress", "sometimes", file}).exit_code == 2);
 }
 
 }

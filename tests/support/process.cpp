@@ -4,12 +4,15 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <termios.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -47,8 +50,13 @@ Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vec
                 return true;
         return false;
     };
+    // A variable the test sets replaces ours: getenv finds the first entry.
+    const auto set_by_test = [&env](std::string_view entry) {
+        const auto name = entry.substr(0, entry.find('=') + 1);
+        return std::any_of(env.begin(), env.end(), [&](const std::string& e) { return e.starts_with(name); });
+    };
     for (char** e = environ; *e != nullptr; ++e)
-        if (!presentational(*e))
+        if (!presentational(*e) && !set_by_test(*e))
             envs.emplace_back(*e);
     for (auto& e : env)
         envs.push_back(e);
@@ -61,10 +69,16 @@ Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vec
     args.push_back(nullptr);
 
     std::string tty_name;
-    if (setup.controlling_tty) {
+    const bool on_terminal = setup.terminal_cols > 0;
+    if (setup.controlling_tty || on_terminal) {
         tty_master_ = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
         must(tty_master_ >= 0 && grantpt(tty_master_) == 0 && unlockpt(tty_master_) == 0, "posix_openpt");
         tty_name = ptsname(tty_master_);
+        if (on_terminal) {
+            const winsize ws{setup.terminal_rows, setup.terminal_cols, 0, 0};
+            must(ioctl(tty_master_, TIOCSWINSZ, &ws) == 0, "TIOCSWINSZ");
+            tty_fd_ = tty_master_;
+        }
     }
 
     started_ = std::chrono::steady_clock::now();
@@ -90,9 +104,10 @@ Process::Process(std::vector<std::string> argv, std::string stdin_text, std::vec
             if (setrlimit(resource, &lim) != 0)
                 _exit(126);
         }
-        if (setup.controlling_tty) {
+        if (setup.controlling_tty || on_terminal) {
             // A new session's first terminal opened without O_NOCTTY becomes its controlling one.
-            if (setsid() < 0 || open(tty_name.c_str(), O_RDWR | O_CLOEXEC) < 0)
+            const int tty = setsid() < 0 ? -1 : open(tty_name.c_str(), O_RDWR | O_CLOEXEC);
+            if (tty < 0 || (on_terminal && (dup2(tty, 1) != 1 || dup2(tty, 2) != 2)))
                 _exit(126);
         }
         if (!setup.cgroup.empty()) {
@@ -148,23 +163,46 @@ void Process::send(int sig) const
 
 void Process::pump(int timeout_ms)
 {
-    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
-    const int n = poll(fds, 2, timeout_ms);
+    pollfd fds[3] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}, {tty_fd_, POLLIN, 0}};
+    const int n = poll(fds, 3, timeout_ms);
     if (n <= 0)
         return;
     char buf[65536];
-    for (int i = 0; i < 2; ++i) {
+    int* const fd_of[3] = {&out_fd_, &err_fd_, &tty_fd_};
+    std::string* const text_of[3] = {&out_, &err_, &tty_};
+    for (int i = 0; i < 3; ++i) {
         if (fds[i].revents == 0)
             continue;
-        int& fd = i == 0 ? out_fd_ : err_fd_;
+        int& fd = *fd_of[i];
         const ssize_t got = read(fd, buf, sizeof buf);
-        if (got > 0)
-            (i == 0 ? out_ : err_).append(buf, static_cast<std::size_t>(got));
-        else if (got == 0 || errno != EINTR) {
-            close(fd);
+        if (got > 0) {
+            text_of[i]->append(buf, static_cast<std::size_t>(got));
+        } else if (got == 0 || errno != EINTR) {
+            // A terminal's master reads EIO once no one has the slave open:
+            // its end of file. It stays open in tty_master_ until the end.
+            if (fd != tty_master_)
+                close(fd);
             fd = -1;
         }
     }
+}
+
+bool Process::wait_for_tty(const std::string& needle, std::chrono::milliseconds limit, std::size_t from)
+{
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (tty_.find(needle, from) == std::string::npos) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+        if (left.count() <= 0 || (out_fd_ < 0 && err_fd_ < 0 && tty_fd_ < 0))
+            return false;
+        pump(static_cast<int>(left.count()));
+    }
+    return true;
+}
+
+void Process::resize(unsigned short cols, unsigned short rows) const
+{
+    const winsize ws{rows, cols, 0, 0};
+    must(ioctl(tty_master_, TIOCSWINSZ, &ws) == 0, "TIOCSWINSZ");
 }
 
 bool Process::wait_for_stderr(const std::string& needle, std::chrono::milliseconds limit)
@@ -183,7 +221,7 @@ Finished Process::wait(std::chrono::milliseconds limit)
 {
     Finished f;
     const auto end = started_ + limit;
-    while (out_fd_ >= 0 || err_fd_ >= 0) {
+    while (out_fd_ >= 0 || err_fd_ >= 0 || tty_fd_ >= 0) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
         if (left.count() <= 0) {
             f.timed_out = true;
@@ -204,6 +242,7 @@ Finished Process::wait(std::chrono::milliseconds limit)
         f.signal = WTERMSIG(status);
     f.out = std::move(out_);
     f.err = std::move(err_);
+    f.tty = std::move(tty_);
     return f;
 }
 

@@ -19,6 +19,7 @@ struct Finished {
     double seconds = 0;
     bool timed_out = false;  // the harness had to kill it
     long max_rss_kib = 0;     // peak resident set, from wait4
+    std::string tty;          // what it wrote to its terminal (Setup::terminal_cols)
 };
 
 // How the program's world differs from ours, beyond its environment.
@@ -26,6 +27,11 @@ struct Setup {
     std::vector<std::pair<int, unsigned long>> limits{};  // setrlimit(resource, soft=hard=value)
     bool stdout_closed = false;  // its stdout is a pipe whose reader has already gone
     bool controlling_tty = false;  // its own session with a pseudo-terminal as controlling terminal
+    // > 0: standard output and error on a pseudo-terminal this wide (and
+    // terminal_rows high), its controlling terminal, whose output is read
+    // into Finished::tty, as a terminal emulator would.
+    unsigned short terminal_cols = 0;
+    unsigned short terminal_rows = 24;
     uid_t uid = 0;               // with gid: run as this user (0: as we are)
     gid_t gid = 0;
     std::string cgroup;          // a cgroup v2 directory to run in (empty: ours)
@@ -70,6 +76,12 @@ public:
 
     // Reads until `needle` has appeared on stderr (true) or the time is up.
     bool wait_for_stderr(const std::string& needle, std::chrono::milliseconds limit);
+    // The same for its terminal (Setup::terminal_cols), from byte `from` on.
+    bool wait_for_tty(const std::string& needle, std::chrono::milliseconds limit, std::size_t from = 0);
+    const std::string& tty_so_far() const { return tty_; }
+
+    // Resizes its terminal; the kernel sends SIGWINCH to its foreground.
+    void resize(unsigned short cols, unsigned short rows) const;
 
     // Reads everything until exit; kills it after `limit`.
     Finished wait(std::chrono::milliseconds limit = std::chrono::seconds(60));
@@ -79,6 +91,8 @@ private:
 
     pid_t pid_ = -1;
     int tty_master_ = -1;  // held open for the program's controlling terminal
+    int tty_fd_ = -1;      // the same, while its output is read (Setup::terminal_cols)
+    std::string tty_;
     std::vector<int> stalled_;  // read ends nobody reads
     int out_fd_ = -1;
     int err_fd_ = -1;

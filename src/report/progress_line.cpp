@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 
 #include "common/text.hpp"
@@ -27,10 +28,12 @@ constexpr std::string_view erase_line = "\r\x1b[K";
 std::string clock_text(double seconds)
 {
     const auto s = static_cast<long long>(seconds);
-    const auto two = [](long long v) { return (v < 10 ? "0" : "") + std::to_string(v); };
+    char buf[48];
     if (s >= 3600)
-        return std::to_string(s / 3600) + ":" + two(s / 60 % 60) + ":" + two(s % 60);
-    return std::to_string(s / 60) + ":" + two(s % 60);
+        std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+    else
+        std::snprintf(buf, sizeof buf, "%lld:%02lld", s / 60, s % 60);
+    return buf;
 }
 
 }  // namespace

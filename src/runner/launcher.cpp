@@ -147,15 +147,43 @@ private:
     sigset_t saved_{};
 };
 
-// Kept apart from launch() so that no local of a caller lives across the
-// vfork (whose child borrows this stack frame).
 // A child born in the cgroup at `cgroup_dir` (clone3 with CLONE_INTO_CGROUP,
 // Linux 5.7): moving a running process there instead, by writing to
 // cgroup.procs, waits for an RCU grace period (some 4 ms here) with this
-// process suspended in vfork. Without CLONE_VM the child has a copy of the
-// plan, as after fork; it makes only system calls, as a vfork child does.
+// process suspended in vfork.
+//
+// Where there is an assembly stub for it (clone_vfork_*.S), the child is
+// made as vfork makes one, CLONE_VM | CLONE_VFORK, but on a stack of its
+// own: the child can then neither return into this frame nor need one, and
+// nothing of this process is copied. Without it (other CPUs, and under
+// AddressSanitizer, whose shadow of a stack the child would poison behind
+// its back) the child has a copy of this process, as after fork, which
+// costs the copy of the page tables and the faults that follow; either
+// way it makes only system calls.
+//
 // -1 with *err ENOSYS or EINVAL where the kernel (or qemu-user) has no such
 // clone3: the caller falls back to vfork and cgroup.procs.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PTO_UNDER_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define PTO_UNDER_ASAN 1
+#endif
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(PTO_UNDER_ASAN)
+#define PTO_CLONE_VFORK 1
+extern "C" long pto_clone3_vfork(clone_args* args, std::size_t size, void (*fn)(const void*), const void* arg);
+
+[[noreturn]] void child_entry(const void* plan)
+{
+    exec_child(static_cast<const ChildPlan*>(plan));
+}
+
+// What exec_child needs below its frame: a few system calls' worth.
+constexpr std::size_t child_stack_size = 32 * 1024;
+#endif
+
 [[gnu::noinline]] pid_t start_child_in_cgroup(const ChildPlan* plan, int cgroup_dir, int* err)
 {
     const AllSignalsBlocked blocked;
@@ -163,11 +191,25 @@ private:
     args.flags = CLONE_INTO_CGROUP;
     args.exit_signal = SIGCHLD;
     args.cgroup = static_cast<std::uint64_t>(cgroup_dir);
+#ifdef PTO_CLONE_VFORK
+    // Ours until the child has exec'd or exited: this thread waits till then.
+    alignas(16) std::array<char, child_stack_size> stack;
+    args.flags |= CLONE_VM | CLONE_VFORK;
+    args.stack = reinterpret_cast<std::uintptr_t>(stack.data());
+    args.stack_size = stack.size();
+    const long pid = pto_clone3_vfork(&args, sizeof args, child_entry, plan);
+    if (pid < 0) {
+        *err = static_cast<int>(-pid);
+        return -1;
+    }
+    return static_cast<pid_t>(pid);
+#else
     const long pid = syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0)
         exec_child(plan);
     *err = errno;  // before the mask is restored
     return static_cast<pid_t>(pid);
+#endif
 }
 
 [[gnu::noinline]] pid_t start_child(const ChildPlan* plan, int* err)

@@ -4,6 +4,8 @@
 // reserved before the job starts (reserve), so that a shortage of file
 // descriptors is known while the job can still wait, never after it has
 // printed; the directory is tried once, at run start (choose_spill_place).
+// When nobody will read the whole output (tail_only), only its end is
+// kept, in memory, and the rest never reaches the disk.
 #pragma once
 
 #include <cstddef>
@@ -46,14 +48,23 @@ public:
     // wait on. The file is made in `place` when the output outgrows memory.
     static Expected<JobOutput> reserve(const SpillPlace& place, std::size_t memory_limit = default_memory_limit);
 
+    // For a job whose output nobody needs whole: everything is kept while it
+    // fits in `memory_limit`; past it only the last 64 KiB (what tail() and
+    // last_line() show) stay, in memory, and the bytes before them are
+    // discarded as they come, never written anywhere: writing a gigabyte to
+    // a spill file costs about a second of page cache even when nobody reads
+    // it back. No file, so no descriptor to reserve.
+    static JobOutput tail_only(std::size_t memory_limit = default_memory_limit);
+
     JobOutput(JobOutput&& o) noexcept;
     JobOutput& operator=(JobOutput&& o) noexcept;
     JobOutput(const JobOutput&) = delete;
     JobOutput& operator=(const JobOutput&) = delete;
     ~JobOutput();
 
-    // Keeps the bytes. If the spill file cannot take them (a full disk),
-    // they are counted in dropped() and error() says why; the run goes on.
+    // Keeps the bytes (only the end of them with tail_only). If the spill
+    // file cannot take them (a full disk), they are counted in dropped() and
+    // error() says why; the run goes on.
     void append(std::string_view bytes);
 
     struct Taken {
@@ -66,10 +77,14 @@ public:
     // never through user space.
     Taken take_from_pipe(int fd, std::size_t max_bytes, const std::function<void(std::string_view)>& live);
 
-    std::uint64_t size() const { return spilled_ ? file_size_ : memory_.size(); }  // bytes kept
+    // Bytes of output taken from the job and not lost: with tail_only the
+    // first discarded() of them are no longer held, and only the bytes
+    // [discarded(), size()) of the output are kept.
+    std::uint64_t size() const { return discarded_ + (spilled_ ? file_size_ : memory_.size()); }
+    std::uint64_t discarded() const { return discarded_; }  // by choice (tail_only): not lost
     std::uint64_t dropped() const { return dropped_; }
     const std::optional<Error>& error() const { return error_; }
-    bool spilled() const { return spilled_; }
+    bool spilled() const { return spilled_; }  // never with tail_only
 
     // The kept bytes are memory() followed, when spilled(), by file bytes
     // [0, size()) of spill_fd(): what lets a sink send them in the kernel.
@@ -96,6 +111,7 @@ private:
 
     void spill();
     void write_file(std::string_view bytes);
+    void keep_tail(std::string_view bytes);
     void close_file();
 
     std::size_t memory_limit_ = default_memory_limit;
@@ -103,8 +119,10 @@ private:
     SpillPlace place_{{}, true};  // where to spill; memory_only: never
     std::string memory_;
     int fd_ = -1;           // /dev/null until spilled, then the spill file
+    bool tail_only_ = false;
     bool spilled_ = false;
     std::uint64_t file_size_ = 0;
+    std::uint64_t discarded_ = 0;
     std::uint64_t dropped_ = 0;
     std::optional<Error> error_;
 };

@@ -24,6 +24,10 @@ public:
     // annotated (stream mode: annotations only, since lines interleave).
     OutputWriter(output::Sink& out, OutputMode mode, CiKind ci = CiKind::none) : out_(out), mode_(mode), ci_(ci) {}
 
+    // Group and failed write a job's every byte at its end; stream has
+    // written them as they came, and none never does (RunOptions::whole_output).
+    bool needs_whole_output() const { return mode_ == OutputMode::group || mode_ == OutputMode::failed; }
+
     void on_output(const Job&, const JobResult&, std::string_view bytes) override;
     void on_finish(const Job&, const JobResult&, const JobOutput& output) override;
 

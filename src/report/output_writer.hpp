@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include <pto/scheduler.hpp>
 
@@ -35,8 +36,12 @@ private:
     output::Sink& out_;
     OutputMode mode_;
     CiKind ci_;
-    std::map<std::size_t, std::string> partial_;  // stream mode: unfinished line per job
-    std::string lines_;                           // stream mode: reused, so no allocation per chunk
+    struct Stream {
+        std::string prefix;   // "[label] ", made once per job
+        std::string partial;  // the line not finished yet
+    };
+    std::map<std::size_t, Stream> streams_;  // stream mode: per running job
+    std::vector<char> lines_;                // stream mode: reused, so no allocation per chunk
 };
 
 }  // namespace pto::report

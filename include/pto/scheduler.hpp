@@ -126,7 +126,8 @@ public:
     virtual ~RunObserver() = default;
     virtual void on_start(const Job&, const JobResult&) {}
     virtual void on_output(const Job&, const JobResult&, std::string_view) {}
-    // The job's devices are free again; `output` is everything it wrote.
+    // The job's devices are free again; `output` is everything it wrote
+    // (only the end of it without RunOptions::whole_output).
     virtual void on_finish(const Job&, const JobResult&, const JobOutput& output) = 0;
     virtual void on_cancel(const Job&, const JobResult&) {}
     // A try of a job with retries failed or ran out of time and the job will

@@ -37,7 +37,8 @@ private:
     OutputMode mode_;
     CiKind ci_;
     struct Stream {
-        std::string prefix;   // "[label] ", made once per job
+        std::string prefix;   // "[label] ", made once per job, padded to whole blocks (see the .cpp)
+        std::size_t prefix_size = 0;  // without the padding
         std::string partial;  // the line not finished yet
     };
     std::map<std::size_t, Stream> streams_;  // stream mode: per running job

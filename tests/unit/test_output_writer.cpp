@@ -114,8 +114,11 @@ TEST_CASE("--output stream: what each job printed, chunked any way, comes out pr
         std::string(3, '\n') + std::string("a\0b\n", 4) + std::string(stream_line_limit * 2 + 5, 'x') + "\nend\n",
         std::string(stream_line_limit * 3 + 17, 'y'),
         "short\n" + std::string(stream_line_limit - 1, 'z') + "\n" + std::string(stream_line_limit, 'w'),
+        "x\ny\n\n",
     };
-    const std::vector<std::string> labels = {"a", "job two", "a-much-longer-label/with:odd chars", "last"};
+    // Prefixes of 4, 10, 37, 7 and 16 bytes: the last fills a block exactly.
+    const std::vector<std::string> labels = {"a", "job two", "a-much-longer-label/with:odd chars", "last",
+                                             "thirteen-char"};
     for (unsigned seed = 1; seed <= 20; ++seed) {
         CAPTURE(seed);
         std::mt19937 rng(seed);

@@ -4,8 +4,11 @@
 // reserved before the job starts (reserve), so that a shortage of file
 // descriptors is known while the job can still wait, never after it has
 // printed; the directory is tried once, at run start (choose_spill_place).
+// When nobody will read the whole output (tail_only), only its end is
+// kept, in memory, and the rest never reaches the disk.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -46,14 +49,24 @@ public:
     // wait on. The file is made in `place` when the output outgrows memory.
     static Expected<JobOutput> reserve(const SpillPlace& place, std::size_t memory_limit = default_memory_limit);
 
+    // For a job whose output nobody needs whole: everything is kept while it
+    // fits in `memory_limit` (128 KiB at least); past it only the end stays,
+    // in that much memory and never less than the last 64 KiB (what tail()
+    // and last_line() show), and the bytes before are discarded as they
+    // come, never written anywhere: writing a gigabyte to a spill file costs
+    // about a second of page cache even when nobody reads it back. No file,
+    // so no descriptor to reserve.
+    static JobOutput tail_only(std::size_t memory_limit = default_memory_limit);
+
     JobOutput(JobOutput&& o) noexcept;
     JobOutput& operator=(JobOutput&& o) noexcept;
     JobOutput(const JobOutput&) = delete;
     JobOutput& operator=(const JobOutput&) = delete;
     ~JobOutput();
 
-    // Keeps the bytes. If the spill file cannot take them (a full disk),
-    // they are counted in dropped() and error() says why; the run goes on.
+    // Keeps the bytes (only the end of them with tail_only). If the spill
+    // file cannot take them (a full disk), they are counted in dropped() and
+    // error() says why; the run goes on.
     void append(std::string_view bytes);
 
     struct Taken {
@@ -66,14 +79,18 @@ public:
     // never through user space.
     Taken take_from_pipe(int fd, std::size_t max_bytes, const std::function<void(std::string_view)>& live);
 
-    std::uint64_t size() const { return spilled_ ? file_size_ : memory_.size(); }  // bytes kept
+    // Bytes of output taken from the job and not lost: with tail_only the
+    // first discarded() of them are no longer held, and only the bytes
+    // [discarded(), size()) of the output are kept.
+    std::uint64_t size() const { return discarded_ + (spilled_ ? file_size_ : memory().size()); }
+    std::uint64_t discarded() const { return discarded_; }  // by choice (tail_only): not lost
     std::uint64_t dropped() const { return dropped_; }
     const std::optional<Error>& error() const { return error_; }
-    bool spilled() const { return spilled_; }
+    bool spilled() const { return spilled_; }  // never with tail_only
 
     // The kept bytes are memory() followed, when spilled(), by file bytes
     // [0, size()) of spill_fd(): what lets a sink send them in the kernel.
-    std::string_view memory() const { return memory_; }
+    std::string_view memory() const { return tail_only_ ? std::string_view(memory_.data(), held_) : memory_; }
     int spill_fd() const { return fd_; }
 
     // Hands the kept bytes to `sink` in order, in chunks of at most 64 KiB
@@ -92,19 +109,28 @@ public:
 
 private:
     static constexpr std::size_t tail_keep = 64 * 1024;
+
+    // tail_only: the most memory holds, cut back to tail_keep when it is
+    // full. Twice the tail at least, so that a cut, which copies tail_keep
+    // bytes, comes at most once per tail_keep bytes taken.
+    std::size_t tail_bound() const { return std::max(memory_limit_, 2 * tail_keep); }
     static constexpr int wide_pipe = 1 << 20;
 
     void spill();
     void write_file(std::string_view bytes);
+    void keep_tail(std::string_view bytes);
     void close_file();
 
     std::size_t memory_limit_ = default_memory_limit;
     bool widened_ = false;  // the pipe's size, after the job printed a lot
     SpillPlace place_{{}, true};  // where to spill; memory_only: never
-    std::string memory_;
+    std::string memory_;    // tail_only: a buffer, of which the first held_ bytes are kept
+    std::size_t held_ = 0;
     int fd_ = -1;           // /dev/null until spilled, then the spill file
+    bool tail_only_ = false;
     bool spilled_ = false;
     std::uint64_t file_size_ = 0;
+    std::uint64_t discarded_ = 0;
     std::uint64_t dropped_ = 0;
     std::optional<Error> error_;
 };

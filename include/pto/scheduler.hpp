@@ -100,7 +100,7 @@ struct JobResult {
     double duration_s = 0;
     int stragglers = 0;             // processes of the job stopped after its leader ended (-1: some, count unknown)
     std::string error;              // why it could not start, or what went wrong around it
-    std::uint64_t output_lost = 0;  // bytes that could not be kept (a full disk)
+    std::uint64_t output_lost = 0;  // bytes that could not be kept (a full disk), not those discarded by choice
     std::string output;             // filled only with RunOptions::keep_output
     std::vector<Attempt> attempts;  // the tries before the last one, oldest first
 };
@@ -126,7 +126,8 @@ public:
     virtual ~RunObserver() = default;
     virtual void on_start(const Job&, const JobResult&) {}
     virtual void on_output(const Job&, const JobResult&, std::string_view) {}
-    // The job's devices are free again; `output` is everything it wrote.
+    // The job's devices are free again; `output` is everything it wrote
+    // (only the end of it without RunOptions::whole_output).
     virtual void on_finish(const Job&, const JobResult&, const JobOutput& output) = 0;
     virtual void on_cancel(const Job&, const JobResult&) {}
     // A try of a job with retries failed or ran out of time and the job will
@@ -204,6 +205,15 @@ struct RunOptions {
     bool output_live = true;
     bool handle_signals = true;       // SIGINT/SIGTERM/SIGHUP stop the run, SIGUSR1 asks for status
     bool keep_output = false;         // copy each job's output into JobResult::output
+    // Some observer reads a job's whole output in on_finish or on_retry (a
+    // block on stdout, a JUnit <system-out>, a log file). Without it (and
+    // without keep_output) a job's output past output_memory_limit keeps
+    // only its last 64 KiB, in memory, for on_timeout and on_status: the
+    // rest is discarded as it comes instead of spilled, since writing
+    // gigabytes to a file nobody reads back costs about a second per GiB.
+    // The JobOutput observers get then holds the tail alone
+    // (JobOutput::discarded); bytes discarded so are not output_lost.
+    bool whole_output = true;
     // At the end, stop the processes that left their job's process group and
     // were re-parented to this process (children it had before the run are
     // left alone).

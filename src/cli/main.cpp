@@ -487,6 +487,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         ro.watched_signals = {SIGWINCH, SIGCONT};
     }
     ro.observer = &fanout;
+    ro.whole_output = output.needs_whole_output() || junit || logs;
 
     if (!planned->description.empty() && opt.verbosity == 0)
         status.note(std::to_string(specs.size()) + " jobs" + planned->description);

@@ -117,14 +117,25 @@ Expected<JobOutput> JobOutput::reserve(const SpillPlace& place, std::size_t memo
     return out;
 }
 
+JobOutput JobOutput::tail_only(std::size_t memory_limit)
+{
+    JobOutput out;
+    out.memory_limit_ = memory_limit;
+    out.tail_only_ = true;
+    return out;
+}
+
 JobOutput::JobOutput(JobOutput&& o) noexcept
     : memory_limit_(o.memory_limit_),
       widened_(o.widened_),
       place_(std::move(o.place_)),
       memory_(std::move(o.memory_)),
+      held_(o.held_),
       fd_(std::exchange(o.fd_, -1)),
+      tail_only_(o.tail_only_),
       spilled_(o.spilled_),
       file_size_(o.file_size_),
+      discarded_(o.discarded_),
       dropped_(o.dropped_),
       error_(std::move(o.error_))
 {
@@ -138,9 +149,12 @@ JobOutput& JobOutput::operator=(JobOutput&& o) noexcept
         widened_ = o.widened_;
         place_ = std::move(o.place_);
         memory_ = std::move(o.memory_);
+        held_ = o.held_;
         fd_ = std::exchange(o.fd_, -1);
+        tail_only_ = o.tail_only_;
         spilled_ = o.spilled_;
         file_size_ = o.file_size_;
+        discarded_ = o.discarded_;
         dropped_ = o.dropped_;
         error_ = std::move(o.error_);
     }
@@ -165,6 +179,10 @@ void JobOutput::append(std::string_view bytes)
 {
     if (bytes.empty())
         return;
+    if (tail_only_) {
+        keep_tail(bytes);
+        return;
+    }
     if (!spilled_ && (place_.memory_only || memory_.size() + bytes.size() <= memory_limit_)) {
         memory_.append(bytes);
         return;
@@ -204,6 +222,30 @@ void JobOutput::write_file(std::string_view bytes)
     dropped_ += bytes.size();
 }
 
+// The buffer grows as a string would up to tail_bound(); past that it keeps
+// its size and is cut back to its last tail_keep bytes whenever it fills,
+// which copies tail_keep bytes per (tail_bound() - tail_keep) taken.
+void JobOutput::keep_tail(std::string_view bytes)
+{
+    const std::size_t bound = tail_bound();
+    if (held_ + bytes.size() <= bound) {
+        if (memory_.size() < held_ + bytes.size())
+            memory_.resize(std::min(bound, std::max(held_ + bytes.size(), 2 * memory_.size())));
+        std::memcpy(memory_.data() + held_, bytes.data(), bytes.size());
+        held_ += bytes.size();
+        return;
+    }
+    memory_.resize(bound);
+    // The new tail: the end of what was held (held_ > tail_keep here when
+    // `bytes` alone is shorter than the tail), then `bytes`.
+    const std::size_t from_held = bytes.size() >= tail_keep ? 0 : tail_keep - bytes.size();
+    const std::size_t from_bytes = tail_keep - from_held;
+    std::memmove(memory_.data(), memory_.data() + held_ - from_held, from_held);
+    std::memcpy(memory_.data() + from_held, bytes.data() + bytes.size() - from_bytes, from_bytes);
+    discarded_ += held_ + bytes.size() - tail_keep;
+    held_ = tail_keep;
+}
+
 JobOutput::Taken JobOutput::take_from_pipe(int fd, std::size_t max_bytes,
                                            const std::function<void(std::string_view)>& live)
 {
@@ -238,6 +280,37 @@ JobOutput::Taken JobOutput::take_from_pipe(int fd, std::size_t max_bytes,
             break;
         }
     }
+    // A job past its tail_bound() reads straight into the end of its kept
+    // bytes: nothing is copied in user space but the tail, when the buffer
+    // fills. Measured on W3 (1 GiB): splicing all but the pipe's last
+    // 64 KiB to /dev/null instead took more time and CPU (0.31 s against
+    // 0.28 s with --output none), as it costs a FIONREAD and a splice
+    // besides the read on each of the many small wake-ups; reading into
+    // scratch and copying the end of each read out (most of it: reads are
+    // about 100 KiB) took 0.315 s against 0.302 s with --output stream.
+    if (tail_only_ && discarded_ > 0) {
+        // memory_ has its full size here (keep_tail made it so).
+        if (memory_.size() - held_ < tail_keep) {
+            std::memmove(memory_.data(), memory_.data() + held_ - tail_keep, tail_keep);
+            discarded_ += held_ - tail_keep;
+            held_ = tail_keep;
+        }
+        for (;;) {
+            const ssize_t n = read(fd, memory_.data() + held_, std::min(max_bytes, memory_.size() - held_));
+            if (n > 0) {
+                const std::string_view bytes(memory_.data() + held_, static_cast<std::size_t>(n));
+                held_ += bytes.size();
+                if (live)
+                    live(bytes);
+                return {bytes.size(), false};
+            }
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && errno == EAGAIN)
+                return {0, false};
+            return {0, true};  // as below
+        }
+    }
     // One buffer for every job: the loop handles one pipe at a time.
     static thread_local std::vector<char> scratch;
     scratch.resize(std::max(scratch.size(), max_bytes));
@@ -262,8 +335,8 @@ JobOutput::Taken JobOutput::take_from_pipe(int fd, std::size_t max_bytes,
 Expected<void> JobOutput::for_each_chunk(const std::function<bool(std::string_view)>& sink) const
 {
     if (!spilled_) {
-        if (!memory_.empty())
-            sink(memory_);
+        if (!memory().empty())
+            sink(memory());
         return {};
     }
     std::string buf(64 * 1024, '\0');
@@ -298,9 +371,12 @@ Expected<std::string> JobOutput::str() const
 
 std::string JobOutput::tail(std::size_t max_bytes) const
 {
-    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>({max_bytes, tail_keep, size()}));
-    if (!spilled_)
-        return memory_.substr(memory_.size() - want);
+    if (!spilled_) {
+        const std::string_view kept = memory();
+        const std::size_t want = std::min({max_bytes, tail_keep, kept.size()});
+        return std::string(kept.substr(kept.size() - want));
+    }
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>({max_bytes, tail_keep, file_size_}));
     std::string t(want, '\0');
     const std::uint64_t from = file_size_ - want;
     for (std::size_t got = 0; got < want;) {

@@ -1,40 +1,111 @@
 #include "report/output_writer.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <ctime>
 
 namespace pto::report {
 
+namespace {
+
+// Past this, the prefixed lines built so far are handed to the sink before
+// more are added: a chunk of empty lines under a long label would otherwise
+// grow the buffer to the chunk's size times the prefix's.
+constexpr std::size_t lines_flush_at = 4 << 20;
+
+// A prefix is copied in blocks of this size, from a copy padded to whole
+// blocks: fixed-size copies the compiler makes plain moves of, where a
+// memcpy of a size it cannot know is a call. The padding lands past the
+// prefix, where the line's bytes then go.
+constexpr std::size_t prefix_block = 16;
+
+char* put_prefix(char* at, const std::string& padded, std::size_t size)
+{
+    for (std::size_t i = 0; i < size; i += prefix_block)
+        std::memcpy(at + i, padded.data() + i, prefix_block);
+    return at + size;
+}
+
+char* put(char* at, const char* bytes, std::size_t size)
+{
+    std::memcpy(at, bytes, size);
+    return at + size;
+}
+
+}  // namespace
+
+// A chunk of a megabyte holds thousands of lines, each copied with its
+// prefix into one buffer that is written once: per line, one memchr, one
+// memcpy and a few moves for the prefix. Appending to a std::string piece
+// by piece, five pieces a line each with its size check, cost much more:
+// under callgrind, 100 MB of 128-byte lines took the runner 161 M
+// instructions that way, 95 M this way (--output none: 12 M). What is left
+// is the copy itself: on W3 the runner's CPU time is then 0.30 s against
+// 0.25 s for --output none and 0.24 s for cat.
 void OutputWriter::on_output(const Job& job, const JobResult& r, std::string_view bytes)
 {
-    if (mode_ != OutputMode::stream)
+    if (mode_ != OutputMode::stream || bytes.empty())
         return;
-    std::string& pending = partial_[r.index];
-    const std::string_view label = job.label;
-    const auto prefix = [this, label] {
-        lines_ += '[';
-        lines_ += label;
-        lines_ += "] ";
-    };
-    lines_.clear();
-    std::size_t start = 0;
-    for (std::size_t nl = bytes.find('\n'); nl != std::string_view::npos; nl = bytes.find('\n', start)) {
-        prefix();
-        lines_ += pending;
-        pending.clear();
-        lines_.append(bytes.substr(start, nl + 1 - start));
-        start = nl + 1;
+    Stream& st = streams_[r.index];
+    if (st.prefix.empty()) {
+        st.prefix = "[" + job.label + "] ";
+        st.prefix_size = st.prefix.size();
+        st.prefix.resize((st.prefix_size + prefix_block - 1) / prefix_block * prefix_block, ' ');
     }
-    pending.append(bytes.substr(start));
+    const std::string& prefix = st.prefix;
+    const std::size_t prefix_size = st.prefix_size;
+    std::string& pending = st.partial;
+
+    // [lines_.data(), at) is built; the buffer only grows, and what lies
+    // past `at` is not kept.
+    char* at = lines_.data();
+    char* stop = at + lines_.size();
+    const auto make_room = [this, &at, &stop](std::size_t n) {
+        if (static_cast<std::size_t>(stop - at) >= n)
+            return;
+        auto used = static_cast<std::size_t>(at - lines_.data());
+        if (used > 0 && used + n > lines_flush_at) {
+            out_.write(std::string_view(lines_.data(), used));
+            used = 0;
+        }
+        if (lines_.size() < used + n)
+            lines_.resize(std::max(used + n, 2 * lines_.size()));
+        at = lines_.data() + used;
+        stop = lines_.data() + lines_.size();
+    };
+    const char* from = bytes.data();
+    const char* const end = from + bytes.size();
+    const auto next_newline = [&from, end] {
+        return static_cast<const char*>(std::memchr(from, '\n', static_cast<std::size_t>(end - from)));
+    };
+    if (!pending.empty()) {
+        if (const char* nl = next_newline()) {
+            // The line an earlier chunk began ends here.
+            const auto size = static_cast<std::size_t>(nl + 1 - from);
+            make_room(prefix.size() + pending.size() + size);
+            at = put(put(put_prefix(at, prefix, prefix_size), pending.data(), pending.size()), from, size);
+            from += size;
+            pending.clear();
+        }
+    }
+    while (const char* nl = next_newline()) {
+        const auto size = static_cast<std::size_t>(nl + 1 - from);
+        make_room(prefix.size() + size);
+        at = put(put_prefix(at, prefix, prefix_size), from, size);
+        from += size;
+    }
+    pending.append(from, end);
     // A line without end must not grow without bound: past the limit it is
     // shown in pieces, each a line of its own.
-    while (pending.size() >= stream_line_limit) {
-        prefix();
-        lines_.append(pending, 0, stream_line_limit);
-        lines_ += '\n';
-        pending.erase(0, stream_line_limit);
+    std::size_t cut = 0;
+    for (; pending.size() - cut >= stream_line_limit; cut += stream_line_limit) {
+        make_room(prefix.size() + stream_line_limit + 1);
+        at = put(put_prefix(at, prefix, prefix_size), pending.data() + cut, stream_line_limit);
+        *at++ = '\n';
     }
-    if (!lines_.empty())
-        out_.write(lines_);
+    pending.erase(0, cut);
+    if (at != lines_.data())
+        out_.write(std::string_view(lines_.data(), static_cast<std::size_t>(at - lines_.data())));
 }
 
 void OutputWriter::on_finish(const Job& job, const JobResult& r, const JobOutput& output)
@@ -43,11 +114,11 @@ void OutputWriter::on_finish(const Job& job, const JobResult& r, const JobOutput
     case OutputMode::none:
         return;
     case OutputMode::stream: {
-        const auto it = partial_.find(r.index);
-        if (it != partial_.end()) {
-            if (!it->second.empty())
-                out_.write("[" + job.label + "] " + it->second + "\n");
-            partial_.erase(it);
+        const auto it = streams_.find(r.index);
+        if (it != streams_.end()) {
+            if (!it->second.partial.empty())
+                out_.write(it->second.prefix.substr(0, it->second.prefix_size) + it->second.partial + "\n");
+            streams_.erase(it);
         }
         out_.write(annotation(ci_, r));
         return;

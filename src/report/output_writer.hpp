@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include <pto/scheduler.hpp>
 
@@ -24,6 +25,10 @@ public:
     // annotated (stream mode: annotations only, since lines interleave).
     OutputWriter(output::Sink& out, OutputMode mode, CiKind ci = CiKind::none) : out_(out), mode_(mode), ci_(ci) {}
 
+    // Group and failed write a job's every byte at its end; stream has
+    // written them as they came, and none never does (RunOptions::whole_output).
+    bool needs_whole_output() const { return mode_ == OutputMode::group || mode_ == OutputMode::failed; }
+
     void on_output(const Job&, const JobResult&, std::string_view bytes) override;
     void on_finish(const Job&, const JobResult&, const JobOutput& output) override;
 
@@ -31,8 +36,13 @@ private:
     output::Sink& out_;
     OutputMode mode_;
     CiKind ci_;
-    std::map<std::size_t, std::string> partial_;  // stream mode: unfinished line per job
-    std::string lines_;                           // stream mode: reused, so no allocation per chunk
+    struct Stream {
+        std::string prefix;   // "[label] ", made once per job, padded to whole blocks (see the .cpp)
+        std::size_t prefix_size = 0;  // without the padding
+        std::string partial;  // the line not finished yet
+    };
+    std::map<std::size_t, Stream> streams_;  // stream mode: per running job
+    std::vector<char> lines_;                // stream mode: reused, so no allocation per chunk
 };
 
 }  // namespace pto::report

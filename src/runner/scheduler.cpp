@@ -426,7 +426,9 @@ bool Run::start(std::size_t index, std::vector<int> devices, std::vector<int> po
     // Everything the job needs is taken before it starts (its spill file's
     // descriptor, its cgroup, its pipe, its process): a shortage then makes
     // it wait, and never loses output it would have written.
-    auto output = JobOutput::reserve(opt_.spill_place, opt_.output_memory_limit);
+    auto output = opt_.whole_output || opt_.keep_output
+                      ? JobOutput::reserve(opt_.spill_place, opt_.output_memory_limit)
+                      : Expected<JobOutput>(JobOutput::tail_only(opt_.output_memory_limit));
     std::optional<runner::JobCgroup> cgroup;
     Expected<runner::Child> child = fail("not started");
     if (!output) {

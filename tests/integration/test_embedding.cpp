@@ -1,10 +1,13 @@
-// run_jobs inside a program that has threads and signal handlers of its own.
+// run_jobs inside a program that has threads and signal handlers of its own,
+// and what it hands such a program.
 #include <doctest/doctest.h>
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <string>
+#include <vector>
 #include <thread>
 #include <vector>
 
@@ -111,6 +114,82 @@ TEST_CASE("watched signals reach the observer through the run's loop, and are th
     sigset_t now;
     REQUIRE(sigprocmask(SIG_BLOCK, nullptr, &now) == 0);
     CHECK(sigismember(&now, SIGWINCH) == 0);
+}
+
+namespace {
+
+// What on_finish shows of each job's output.
+struct Seen {
+    std::uint64_t size = 0;
+    std::uint64_t discarded = 0;
+    std::size_t kept = 0;
+    bool spilled = false;
+    std::string tail;
+};
+
+class Watcher final : public pto::RunObserver {
+public:
+    std::vector<Seen> seen;
+    void on_finish(const pto::Job&, const pto::JobResult&, const pto::JobOutput& output) override
+    {
+        seen.push_back({output.size(), output.discarded(), output.memory().size(), output.spilled(), output.tail(16)});
+    }
+};
+
+std::vector<pto::Job> chatty_job()
+{
+    pto::Job job;
+    job.label = "chatty";
+    job.device_count = 0;
+    job.build = [](std::span<const int>) -> pto::Expected<pto::LaunchSpec> {
+        return pto::LaunchSpec{{"/bin/sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo LAST"}, {}, {}};
+    };
+    std::vector<pto::Job> jobs;
+    jobs.push_back(std::move(job));
+    return jobs;
+}
+
+}  // namespace
+
+TEST_CASE("without whole_output a job keeps the end of its output, in memory, and loses nothing")
+{
+    Watcher watcher;
+    pto::RunOptions opt;
+    opt.handle_signals = false;
+    opt.whole_output = false;
+    opt.observer = &watcher;
+    auto summary = pto::run_jobs(chatty_job(), opt);
+    REQUIRE(summary);
+    REQUIRE(summary->results.size() == 1);
+    const auto& r = summary->results[0];
+    CHECK(r.status == pto::JobStatus::passed);
+    CHECK(r.output_lost == 0);
+    CHECK(r.error.empty());
+    REQUIRE(watcher.seen.size() == 1);
+    const Seen& s = watcher.seen[0];
+    CHECK(s.size == 3000006);
+    CHECK_FALSE(s.spilled);
+    CHECK(s.discarded + s.kept == s.size);
+    CHECK(s.kept < 2 * opt.output_memory_limit);
+    CHECK(s.tail == "xxxxxxxxxx\nLAST\n");
+}
+
+TEST_CASE("keep_output asks for the whole output, whole_output or not")
+{
+    Watcher watcher;
+    pto::RunOptions opt;
+    opt.handle_signals = false;
+    opt.whole_output = false;
+    opt.keep_output = true;
+    opt.observer = &watcher;
+    auto summary = pto::run_jobs(chatty_job(), opt);
+    REQUIRE(summary);
+    const auto& r = summary->results[0];
+    CHECK(r.status == pto::JobStatus::passed);
+    CHECK(r.output == std::string(3000000, 'x') + "\nLAST\n");
+    REQUIRE(watcher.seen.size() == 1);
+    CHECK(watcher.seen[0].discarded == 0);
+    CHECK(watcher.seen[0].spilled);
 }
 
 }

@@ -1,8 +1,13 @@
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+
+#include <filesystem>
+
 #include "process.hpp"
 
 using namespace pto::test;
+using namespace std::chrono_literals;
 
 TEST_SUITE("output") {
 
@@ -179,6 +184,94 @@ TEST_CASE("--output stream shows a line without end in bounded pieces, every byt
     CHECK(r.exit_code == 0);
     const std::string piece = "[w] " + std::string(64 * 1024, 'x') + "\n";
     CHECK(r.out == piece + piece + piece + "[w] " + std::string(200000 - 3 * 64 * 1024, 'x') + "\n");
+}
+
+}
+
+namespace {
+
+// A job printing far past the 1 MiB a job's output may take in memory, in
+// lines of 21 bytes, the last one without end.
+const std::string big_job = "@0,label=big yes 'a line of job output' | head -c 30000000\n";
+
+std::string big_job_streamed()
+{
+    std::string s;
+    s.reserve(40u << 20);
+    for (int i = 0; i < 30000000 / 21; ++i)
+        s += "[big] a line of job output\n";
+    return s + "[big] a line of\n";
+}
+
+// The file-size limit stands for a small $TMPDIR: past it every write to
+// a regular file fails (EFBIG, as pto-par ignores SIGXFSZ), so a spill file
+// would lose output and say so.
+Setup small_files()
+{
+    return Setup::limit(RLIMIT_FSIZE, 256 * 1024);
+}
+
+}  // namespace
+
+TEST_SUITE("output") {
+
+TEST_CASE("--output stream and none write no spill file, however much a job prints")
+{
+    TempDir dir;
+    const auto file = dir.write("big.cmds", big_job);
+    // The limit bites: a mode that must keep every byte spills, and loses.
+    const auto group = run({pto_par(), "-d", "none", "--output", "group", file}, {}, {}, 60s, small_files());
+    CHECK(group.exit_code == 1);
+    CHECK(group.err.find("bytes of output lost") != std::string::npos);
+
+    const auto stream = run({pto_par(), "-d", "none", "--output", "stream", file}, {}, {}, 60s, small_files());
+    CHECK(stream.exit_code == 0);
+    CHECK(stream.err.find("lost") == std::string::npos);
+    CHECK(stream.out == big_job_streamed());
+
+    const auto none = run({pto_par(), "-d", "none", "--output", "none", file}, {}, {}, 60s, small_files());
+    CHECK(none.exit_code == 0);
+    CHECK(none.err.find("lost") == std::string::npos);
+    CHECK(none.out.empty());
+}
+
+TEST_CASE("--output stream with --log-dir and --junit: they still get every byte")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "-d", "none", "--output", "stream", "--log-dir", dir.file("logs"), "--junit",
+                        dir.file("j.xml"), dir.write("big.cmds", big_job)});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == big_job_streamed());
+    std::string log;
+    for (const auto& e : std::filesystem::directory_iterator(dir.file("logs")))
+        log = dir.read("logs/" + e.path().filename().string());
+    REQUIRE(log.size() == 30000000);
+    CHECK(log.find_first_not_of("a line of job output\n") == std::string::npos);
+    CHECK(log.substr(log.size() - 30) == "a line of job output\na line of");
+    const auto xml = dir.read("j.xml");
+    CHECK(xml.size() > 30000000);
+    CHECK(xml.find("a line of job output\na line of</system-out>") != std::string::npos);
+}
+
+TEST_CASE("a hung job's TIMEOUT report shows the end of its output in stream and none modes too")
+{
+    TempDir dir;
+    const auto file = dir.write("hung.cmds", "@0,label=hung yes 'filler line' | head -c 4800000; "
+                                             "echo TAIL-MARKER; sleep 60\n");
+    for (const std::string mode : {"stream", "none"}) {
+        CAPTURE(mode);
+        const auto r = run({pto_par(), "-d", "none", "--output", mode, "--timeout", "2", "--dump-grace", "0.2",
+                            "--kill-grace", "0.5", file},
+                           {}, {}, 60s, small_files());
+        CHECK(r.exit_code == 124);
+        const auto header = r.err.find("[pto-par] TIMEOUT hung pid=");
+        const auto marker = r.err.find("filler line\nTAIL-MARKER\n[pto-par] end of output of hung");
+        REQUIRE(header != std::string::npos);
+        CHECK(header < marker);
+        CHECK(marker != std::string::npos);
+        CHECK(r.err.find("its output so far (last 65536 of 4800012 bytes):\n", header) != std::string::npos);
+        CHECK(r.err.find("lost") == std::string::npos);
+    }
 }
 
 }

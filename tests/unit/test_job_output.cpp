@@ -1,0 +1,140 @@
+// JobOutput::tail_only: the end of an output nobody reads whole, in bounded
+// memory and never on disk.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include <pto/job_output.hpp>
+
+using pto::JobOutput;
+
+namespace {
+
+constexpr std::size_t tail_bytes = 64 * 1024;  // what tail() and the TIMEOUT report show at most
+
+// Lines of varying length with their number in them, so that any shifted
+// or missing byte shows.
+std::string numbered_lines(std::size_t size)
+{
+    std::string s;
+    s.reserve(size + 64);
+    for (std::size_t i = 0; s.size() < size; ++i)
+        s += "line " + std::to_string(i) + std::string(i % 97, '.') + "\n";
+    s.resize(size);
+    return s;
+}
+
+// The output fed in pieces of every kind of size: bytes, lines, more than
+// the tail, more than the memory limit.
+void feed(JobOutput& out, const std::string& all, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    const std::size_t sizes[] = {1, 7, 128, 4096, tail_bytes - 1, tail_bytes, tail_bytes + 1, 300000, 1 << 20};
+    for (std::size_t at = 0; at < all.size();) {
+        const std::size_t n = std::min(all.size() - at, sizes[rng() % std::size(sizes)]);
+        out.append(std::string_view(all).substr(at, n));
+        at += n;
+    }
+}
+
+void check_tail(const JobOutput& out, const std::string& all, std::size_t memory_limit)
+{
+    CHECK(out.size() == all.size());
+    CHECK(out.dropped() == 0);
+    CHECK_FALSE(out.error());
+    CHECK_FALSE(out.spilled());
+    CHECK(out.spill_fd() < 0);
+    // What is kept is the end of the output, at least the tail and never
+    // more than memory may hold.
+    const std::string_view kept = out.memory();
+    CHECK(out.discarded() + kept.size() == all.size());
+    CHECK(kept.size() >= std::min(all.size(), tail_bytes));
+    CHECK(kept.size() <= std::max(memory_limit, 2 * tail_bytes));
+    CHECK(std::string_view(all).substr(all.size() - kept.size()) == kept);
+    CHECK(out.tail(tail_bytes) == all.substr(all.size() - std::min(all.size(), tail_bytes)));
+    CHECK(out.tail(10) == all.substr(all.size() - std::min<std::size_t>(all.size(), 10)));
+    const auto str = out.str();
+    REQUIRE(str);
+    CHECK(*str == kept);
+}
+
+}  // namespace
+
+TEST_SUITE("job_output") {
+
+TEST_CASE("tail_only keeps everything while it fits in memory")
+{
+    auto out = JobOutput::tail_only(1 << 20);
+    const std::string all = numbered_lines(900000);
+    feed(out, all, 1);
+    CHECK(out.discarded() == 0);
+    CHECK(out.size() == all.size());
+    const auto str = out.str();
+    REQUIRE(str);
+    CHECK(*str == all);
+}
+
+TEST_CASE("past the memory limit tail_only keeps the last bytes, whatever the pieces")
+{
+    const std::string all = numbered_lines(9 << 20);
+    for (const std::size_t limit : {std::size_t{16}, tail_bytes, std::size_t{1} << 20}) {
+        for (unsigned seed = 1; seed <= 4; ++seed) {
+            CAPTURE(limit);
+            CAPTURE(seed);
+            auto out = JobOutput::tail_only(limit);
+            feed(out, all, seed);
+            CHECK(out.discarded() > 0);
+            check_tail(out, all, limit);
+            std::string whole_last = all;
+            if (whole_last.back() == '\n')
+                whole_last.pop_back();
+            whole_last.erase(0, whole_last.rfind('\n') + 1);
+            CHECK(out.last_line() == whole_last);
+        }
+    }
+}
+
+TEST_CASE("a pipe read into a tail_only output: every byte seen live, the end kept, nothing on disk")
+{
+    const std::string all = numbered_lines(6 << 20);
+    for (const bool live : {true, false}) {
+        CAPTURE(live);
+        int fds[2];
+        REQUIRE(pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0);
+        std::thread writer([w = fds[1], &all] {
+            std::size_t at = 0;
+            while (at < all.size()) {
+                const ssize_t n = write(w, all.data() + at, std::min<std::size_t>(all.size() - at, 5000));
+                if (n > 0)
+                    at += static_cast<std::size_t>(n);
+                else
+                    usleep(100);  // EAGAIN: the reader is behind
+            }
+            close(w);
+        });
+        auto out = JobOutput::tail_only(1 << 20);
+        std::string seen;
+        const std::function<void(std::string_view)> watch = [&seen](std::string_view b) { seen.append(b); };
+        for (;;) {
+            const auto got = out.take_from_pipe(fds[0], 1 << 20, live ? watch : nullptr);
+            if (got.eof)
+                break;
+            if (got.bytes == 0)
+                usleep(100);
+        }
+        writer.join();
+        close(fds[0]);
+        if (live)
+            CHECK(seen == all);
+        check_tail(out, all, 1 << 20);
+    }
+}
+
+}

@@ -190,7 +190,9 @@ struct Planned {
     std::string description;  // ", shard 2/4 (13 of 50 jobs)...", empty for the whole file as is
 };
 
-Expected<Planned> plan_run(const cli::Options& opt, const std::vector<cmdfile::JobSpec>& all)
+// `all` is taken by value: the chosen jobs are moved out of it, so that a
+// large file is held once, not twice.
+Expected<Planned> plan_run(const cli::Options& opt, std::vector<cmdfile::JobSpec> all)
 {
     auto history = plan::read_history(opt.history);
     if (!history)
@@ -222,8 +224,10 @@ Expected<Planned> plan_run(const cli::Options& opt, const std::vector<cmdfile::J
     if (opt.order == plan::Order::longest)
         p.description += ", longest first";
     const auto expected = plan::expected_durations(all, *history);
+    p.specs.reserve(chosen.size());
+    p.expected.reserve(chosen.size());
     for (std::size_t i : chosen) {
-        p.specs.push_back(all[i]);
+        p.specs.push_back(std::move(all[i]));  // each index once
         p.expected.push_back(expected[i]);
     }
     return p;
@@ -343,13 +347,14 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         std::cerr << cmdfile::format_diagnostic(display_name, *input->bad) << "\n";
         return exit_usage;
     }
-    const auto parsed_file = cmdfile::parse_commands(input->text);
+    auto parsed_file = cmdfile::parse_commands(input->text);
+    std::string().swap(input->text);  // parsed: the jobs hold copies of what they need
     if (!parsed_file.errors.empty()) {
         for (const auto& d : parsed_file.errors)
             std::cerr << cmdfile::format_diagnostic(display_name, d) << "\n";
         return exit_usage;
     }
-    auto planned = plan_run(opt, parsed_file.jobs);
+    auto planned = plan_run(opt, std::move(parsed_file.jobs));
     if (!planned)
         return error(planned.error().message);
     const auto& specs = planned->specs;
@@ -452,8 +457,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (opt.progress == "always" ||
         (opt.progress == "auto" && ci == report::CiKind::none && isatty(STDERR_FILENO) == 1 &&
          !(term != nullptr && std::string_view(term) == "dumb"))) {
-        auto line = report::ProgressLine::open(**err_sink, same_terminal(STDOUT_FILENO, STDERR_FILENO) ? out_sink->get() : nullptr,
-                                               STDERR_FILENO, jobs.size());
+        output::Sink* const same_out = same_terminal(STDOUT_FILENO, STDERR_FILENO) ? out_sink->get() : nullptr;
+        auto line = report::ProgressLine::open(**err_sink, same_out, STDERR_FILENO, jobs.size());
         if (line)
             progress = std::move(*line);
         else

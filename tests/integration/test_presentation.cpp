@@ -169,7 +169,8 @@ TEST_CASE("progress line: a resized terminal gets a line that fits its new width
     Setup tty;
     tty.terminal_cols = 120;
     Process p({pto_par(), "-d", "none", "-j", "2", "-q",
-               dir.write("w.cmds", "@0,label=a_job_with_a_rather_long_label sleep 30\n@0,label=another_long_label sleep 30\n")},
+               dir.write("w.cmds", "@0,label=a_job_with_a_rather_long_label sleep 30\n"
+                                   "@0,label=another_long_label sleep 30\n")},
               {}, {"TERM=xterm"}, tty);
     REQUIRE(p.wait_for_tty("another_long_label", std::chrono::seconds(10)));
     const std::size_t before = p.tty_so_far().size();

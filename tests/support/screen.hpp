@@ -12,7 +12,9 @@
 namespace pto::test {
 
 struct Screen {
-    std::vector<std::string> rows;  // every row written (scrollback too), trailing blanks and empty rows at the end dropped
+    // Every row written, scrollback too; without trailing blanks, and
+    // without the empty rows at the end.
+    std::vector<std::string> rows;
     int wraps = 0;                  // times text ran past the last column onto the next row
     std::vector<std::string> unknown;  // escape sequences this emulator does not know
 };

@@ -210,6 +210,7 @@ void JobCgroup::signal_all(int sig) const
 
 void JobCgroup::kill_all() const
 {
+    killed_ = true;
     kill_tree(path_);
 }
 
@@ -255,18 +256,36 @@ Expected<RunCgroup> RunCgroup::create()
 
 RunCgroup::~RunCgroup()
 {
+    free_.clear();  // each removes its directory
     if (!path_.empty())
         remove_tree(path_);
 }
 
-Expected<JobCgroup> RunCgroup::make_job(const std::string& name) const
+void RunCgroup::recycle(JobCgroup job)
+{
+    // Enough for any -j that a machine runs; past it they are removed.
+    constexpr std::size_t most_kept = 256;
+    // Killed: a process born in it just after cgroup.kill is killed too
+    // (seen on Linux 6.18), so it serves no other job.
+    if (job.path_.empty() || !job.events_ || job.killed_ || job.populated() || free_.size() >= most_kept)
+        return;
+    job.close_start_fds();
+    free_.push_back(std::move(job));
+}
+
+Expected<JobCgroup> RunCgroup::make_job(const std::string& name)
 {
     JobCgroup job;
-    job.path_ = path_ + "/" + name;
-    if (mkdir(job.path_.c_str(), 0755) != 0 && errno != EEXIST) {
-        const int err = errno;
-        job.path_.clear();
-        return tl::unexpected(sys_error("cannot create cgroup " + path_ + "/" + name, err));
+    if (!free_.empty()) {
+        job = std::move(free_.back());
+        free_.pop_back();
+    } else {
+        job.path_ = path_ + "/" + name;
+        if (mkdir(job.path_.c_str(), 0755) != 0 && errno != EEXIST) {
+            const int err = errno;
+            job.path_.clear();
+            return tl::unexpected(sys_error("cannot create cgroup " + path_ + "/" + name, err));
+        }
     }
     job.dir_ = UniqueFd(open(job.path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!job.dir_)
@@ -274,7 +293,8 @@ Expected<JobCgroup> RunCgroup::make_job(const std::string& name) const
     job.procs_ = UniqueFd(open((job.path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
     if (!job.procs_)
         return tl::unexpected(sys_error("cannot open " + job.path_ + "/cgroup.procs", errno));
-    job.events_ = UniqueFd(open((job.path_ + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!job.events_)
+        job.events_ = UniqueFd(open((job.path_ + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC));
     if (!job.events_)
         return tl::unexpected(sys_error("cannot open " + job.path_ + "/cgroup.events", errno));
     return job;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "runner/process_group.hpp"
 
@@ -104,9 +105,19 @@ bool JobProcess::empty() const
 {
     if (leader_alive())
         return false;
+    if (cgroup_taken_)
+        return true;
     if (cgroup_)
         return !cgroup_->populated();
     return !group_exists(pid_);
+}
+
+std::optional<JobCgroup> JobProcess::take_empty_cgroup()
+{
+    if (!cgroup_ || leader_alive() || cgroup_->populated())
+        return std::nullopt;
+    cgroup_taken_ = true;
+    return std::exchange(cgroup_, std::nullopt);
 }
 
 std::vector<pid_t> JobProcess::members() const

@@ -67,6 +67,10 @@ public:
     std::vector<pid_t> members() const;
     int member_count() const;  // -1 when it cannot be told
 
+    // Its cgroup, once nothing of the job is left in it, for another job;
+    // nothing otherwise. The job is then over for good.
+    std::optional<JobCgroup> take_empty_cgroup();
+
     // To everything of the job.
     void signal(int sig) const;
     void kill_all() const;
@@ -88,6 +92,7 @@ private:
     pid_t pid_;
     UniqueFd out_;
     std::optional<JobCgroup> cgroup_;
+    bool cgroup_taken_ = false;  // empty when take_empty_cgroup() took it
     std::optional<StepState> step_;
     JobOutput output_;
     Clock::time_point started_;

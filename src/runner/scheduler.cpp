@@ -102,7 +102,7 @@ bool is_shortage(int err)
 class Run {
 public:
     Run(std::vector<Job>& jobs, const RunOptions& opt, runner::SignalChannel& signals,
-        const runner::LaunchContext& ctx, const runner::RunCgroup* cgroup, runner::Helpers& helpers)
+        const runner::LaunchContext& ctx, runner::RunCgroup* cgroup, runner::Helpers& helpers)
         : jobs_(jobs), opt_(opt), ctx_(ctx), cgroup_(cgroup), set_(signals, opt.poll_clients), signals_(signals),
           pool_(opt.pool), ports_(opt.port_low, opt.port_high), helpers_(helpers), began_(Clock::now())
     {
@@ -172,7 +172,7 @@ private:
     std::vector<Job>& jobs_;
     const RunOptions& opt_;
     const runner::LaunchContext& ctx_;
-    const runner::RunCgroup* cgroup_;
+    runner::RunCgroup* cgroup_;
     runner::ProcessSet set_;
     runner::SignalChannel& signals_;
     DevicePool pool_;
@@ -803,7 +803,11 @@ void Run::finish_ended()
         // that left it may hold the pipe open, so stop at "empty".
         read(*j, 0);
         finish(*j);
-        set_.take(j).reset();  // closes the pipe and removes the cgroup
+        auto done = set_.take(j);
+        if (cgroup_ != nullptr)
+            if (auto cg = done->take_empty_cgroup())
+                cgroup_->recycle(std::move(*cg));
+        done.reset();  // closes the pipe (and removes a cgroup not recycled)
     }
 }
 
@@ -935,8 +939,11 @@ void Run::sweep_escapees()
     if (pids.empty())
         return;
     std::string list;
-    for (pid_t pid : pids)
-        list += (list.empty() ? "" : " ") + std::to_string(pid);
+    for (pid_t pid : pids) {
+        if (!list.empty())
+            list += ' ';
+        list += std::to_string(pid);
+    }
     notice("stopping " + std::to_string(pids.size()) + " process" + (pids.size() == 1 ? "" : "es") +
            " that left their job's process group: pid " + list);
     const auto signal_all = [](const std::vector<pid_t>& targets, int sig) {

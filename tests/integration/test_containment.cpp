@@ -49,6 +49,28 @@ TEST_CASE("cgroup: a setsid leftover is stopped before its device is handed on")
     CHECK(r.err.find("(stopped 1 leftover process)") != std::string::npos);
 }
 
+TEST_CASE("cgroup: an ended job's empty cgroup serves the next job; one whose leftovers were killed does not")
+{
+    if (!cgroups_usable())
+        return;
+    TempDir dir;
+    // Each job prints the cgroup it runs in. One at a time: a and b end
+    // cleanly; c leaves a process that ignores SIGTERM and must be killed.
+    const std::string where = "cat /proc/self/cgroup";
+    const auto r = run({pto_par(), "-d", "none", "-j", "1", "--contain", "cgroup", "--kill-grace", "0.2",
+                        dir.write("r.cmds", "@0,label=a " + where + "\n@0,label=b " + where + "\n@0,label=c " + where +
+                                                "; (trap '' TERM; touch " + dir.file("ready") + "; sleep 30) & while [ ! -e " +
+                                                dir.file("ready") + " ]; do sleep 0.01; done\n@0,label=d " + where + "\n")},
+                       {}, {}, 30s);
+    CHECK(r.exit_code == 0);
+    const auto lines = lines_with(r.out, "pto-par-");
+    REQUIRE(lines.size() == 4);
+    CHECK(lines[0] == lines[1]);  // recycled
+    CHECK(lines[1] == lines[2]);
+    CHECK(lines[3] != lines[2]);  // c's was killed: d gets a new one
+    CHECK(r.err.find("PASS d exit=0") != std::string::npos);
+}
+
 TEST_CASE("cgroup: what a SIGKILLed run left in its cgroups is stopped by the next run")
 {
     if (!cgroups_usable())

@@ -16,6 +16,8 @@
 
 #if defined(__aarch64__) && defined(__ELF__)
 
+#include "common/gnu_property.h"
+
 #if defined(__ARM_FEATURE_BTI_DEFAULT) && __ARM_FEATURE_BTI_DEFAULT
 #define LANDING_PAD bti c
 #define BTI_FEATURE 1 /* GNU_PROPERTY_AARCH64_FEATURE_1_BTI */
@@ -91,16 +93,7 @@ pto_mp_start:
     .size pto_mp_start, .-pto_mp_start
 
 #if AARCH64_FEATURES
-    .section .note.gnu.property, "a"
-    .p2align 3
-    .long 4                 /* name size */
-    .long 16                /* descriptor size */
-    .long 5                 /* NT_GNU_PROPERTY_TYPE_0 */
-    .asciz "GNU"
-    .long 0xc0000000        /* GNU_PROPERTY_AARCH64_FEATURE_1_AND */
-    .long 4
-    .long AARCH64_FEATURES
-    .p2align 3
+    GNU_PROPERTY_NOTE(GNU_PROPERTY_AARCH64_FEATURE_1_AND, AARCH64_FEATURES)
 #endif
 
 #endif

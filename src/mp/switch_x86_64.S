@@ -15,6 +15,8 @@
 
 #if defined(__x86_64__) && defined(__ELF__)
 
+#include "common/gnu_property.h"
+
 #if defined(__CET__) && (__CET__ & 1)
 #define LANDING_PAD endbr64
 #define X86_FEATURES 1 /* GNU_PROPERTY_X86_FEATURE_1_IBT */
@@ -79,16 +81,7 @@ pto_mp_start:
     .size pto_mp_start, .-pto_mp_start
 
 #if X86_FEATURES
-    .section .note.gnu.property, "a"
-    .p2align 3
-    .long 4                 /* name size */
-    .long 16                /* descriptor size */
-    .long 5                 /* NT_GNU_PROPERTY_TYPE_0 */
-    .asciz "GNU"
-    .long 0xc0000002        /* GNU_PROPERTY_X86_FEATURE_1_AND */
-    .long 4
-    .long X86_FEATURES
-    .p2align 3
+    GNU_PROPERTY_NOTE(GNU_PROPERTY_X86_FEATURE_1_AND, X86_FEATURES)
 #endif
 
 #endif

@@ -246,6 +246,27 @@ void JobOutput::keep_tail(std::string_view bytes)
     held_ = tail_keep;
 }
 
+namespace {
+
+// One read of a job's pipe: the byte count; 0 when nothing is there yet
+// (EAGAIN); -1 at EOF, or after an error that makes the pipe unreadable,
+// which ends it either way.
+ssize_t read_once(int fd, char* buf, std::size_t size)
+{
+    for (;;) {
+        const ssize_t n = read(fd, buf, size);
+        if (n > 0)
+            return n;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return 0;
+        return -1;
+    }
+}
+
+}  // namespace
+
 JobOutput::Taken JobOutput::take_from_pipe(int fd, std::size_t max_bytes,
                                            const std::function<void(std::string_view)>& live)
 {
@@ -295,41 +316,26 @@ JobOutput::Taken JobOutput::take_from_pipe(int fd, std::size_t max_bytes,
             discarded_ += held_ - tail_keep;
             held_ = tail_keep;
         }
-        for (;;) {
-            const ssize_t n = read(fd, memory_.data() + held_, std::min(max_bytes, memory_.size() - held_));
-            if (n > 0) {
-                const std::string_view bytes(memory_.data() + held_, static_cast<std::size_t>(n));
-                held_ += bytes.size();
-                if (live)
-                    live(bytes);
-                return {bytes.size(), false};
-            }
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && errno == EAGAIN)
-                return {0, false};
-            return {0, true};  // as below
-        }
+        const ssize_t n = read_once(fd, memory_.data() + held_, std::min(max_bytes, memory_.size() - held_));
+        if (n <= 0)
+            return {0, n < 0};
+        const std::string_view bytes(memory_.data() + held_, static_cast<std::size_t>(n));
+        held_ += bytes.size();
+        if (live)
+            live(bytes);
+        return {bytes.size(), false};
     }
     // One buffer for every job: the loop handles one pipe at a time.
     static thread_local std::vector<char> scratch;
     scratch.resize(std::max(scratch.size(), max_bytes));
-    for (;;) {
-        const ssize_t n = read(fd, scratch.data(), max_bytes);
-        if (n > 0) {
-            const std::string_view bytes(scratch.data(), static_cast<std::size_t>(n));
-            append(bytes);
-            if (live)
-                live(bytes);
-            return {bytes.size(), false};
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
-            return {0, false};
-        // EOF, or an error that makes the pipe unreadable: either way it is done.
-        return {0, true};
-    }
+    const ssize_t n = read_once(fd, scratch.data(), max_bytes);
+    if (n <= 0)
+        return {0, n < 0};
+    const std::string_view bytes(scratch.data(), static_cast<std::size_t>(n));
+    append(bytes);
+    if (live)
+        live(bytes);
+    return {bytes.size(), false};
 }
 
 Expected<void> JobOutput::for_each_chunk(const std::function<bool(std::string_view)>& sink) const

@@ -12,6 +12,8 @@
 
 #if defined(__aarch64__) && defined(__ELF__)
 
+#include "common/gnu_property.h"
+
 #include <asm/unistd.h>
 
 #if defined(__ARM_FEATURE_BTI_DEFAULT) && __ARM_FEATURE_BTI_DEFAULT
@@ -56,16 +58,7 @@ pto_clone3_vfork:
     .size pto_clone3_vfork, .-pto_clone3_vfork
 
 #if AARCH64_FEATURES
-    .section .note.gnu.property, "a"
-    .p2align 3
-    .long 4                 /* name size */
-    .long 16                /* descriptor size */
-    .long 5                 /* NT_GNU_PROPERTY_TYPE_0 */
-    .asciz "GNU"
-    .long 0xc0000000        /* GNU_PROPERTY_AARCH64_FEATURE_1_AND */
-    .long 4
-    .long AARCH64_FEATURES
-    .p2align 3
+    GNU_PROPERTY_NOTE(GNU_PROPERTY_AARCH64_FEATURE_1_AND, AARCH64_FEATURES)
 #endif
 
 #endif

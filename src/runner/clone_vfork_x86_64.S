@@ -12,6 +12,8 @@
 
 #if defined(__x86_64__) && defined(__ELF__)
 
+#include "common/gnu_property.h"
+
 #include <asm/unistd.h>
 
 #if defined(__CET__)
@@ -53,16 +55,7 @@ pto_clone3_vfork:
     .size pto_clone3_vfork, .-pto_clone3_vfork
 
 #if X86_FEATURES
-    .section .note.gnu.property, "a"
-    .p2align 3
-    .long 4                 /* name size */
-    .long 16                /* descriptor size */
-    .long 5                 /* NT_GNU_PROPERTY_TYPE_0 */
-    .asciz "GNU"
-    .long 0xc0000002        /* GNU_PROPERTY_X86_FEATURE_1_AND */
-    .long 4
-    .long X86_FEATURES
-    .p2align 3
+    GNU_PROPERTY_NOTE(GNU_PROPERTY_X86_FEATURE_1_AND, X86_FEATURES)
 #endif
 
 #endif

@@ -212,6 +212,8 @@ constexpr std::size_t child_stack_size = 32 * 1024;
 #endif
 }
 
+// Kept apart from launch() so that no local of a caller lives across the
+// vfork (whose child borrows this stack frame).
 [[gnu::noinline]] pid_t start_child(const ChildPlan* plan, int* err)
 {
     const AllSignalsBlocked blocked;

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "common/seconds.hpp"
 #include "common/text.hpp"
@@ -107,6 +108,22 @@ Expected<OutputMode> parse_output(const char* text)
     if (t == "none")
         return OutputMode::none;
     return fail("invalid value '" + std::string(t) + "' for --output: expected group, stream, failed or none");
+}
+
+// `text` if it is one of `words`, else the error naming them all:
+// "expected auto, always or never".
+Expected<std::string> one_of(std::string_view text, const char* option, std::initializer_list<std::string_view> words)
+{
+    std::string list;
+    std::size_t i = 0;
+    for (const auto w : words) {
+        if (text == w)
+            return std::string(text);
+        list += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ");
+        list += w;
+        ++i;
+    }
+    return fail("invalid value '" + std::string(text) + "' for " + option + ": expected " + list);
 }
 
 Expected<bool> parse_launcher(std::string_view text, const char* where)
@@ -269,25 +286,19 @@ Expected<Options> parse_options(int argc, char** argv)
                 return fail("--rerun-failed needs a file");
             o.rerun_failed = arg;
             break;
-        case opt_color: {
-            const std::string_view v(arg);
-            if (v != "auto" && v != "always" && v != "never")
-                return fail("invalid value '" + std::string(v) + "' for --color: expected auto, always or never");
-            o.color = arg;
+        case opt_color:
+        case opt_progress: {
+            auto when = one_of(arg, c == opt_color ? "--color" : "--progress", {"auto", "always", "never"});
+            if (!when)
+                return tl::unexpected(when.error());
+            (c == opt_color ? o.color : o.progress) = std::move(*when);
             break;
         }
         case opt_ci: {
-            const std::string_view v(arg);
-            if (v != "auto" && v != "github" && v != "gitlab" && v != "none")
-                return fail("invalid value '" + std::string(v) + "' for --ci: expected auto, github, gitlab or none");
-            o.ci = arg;
-            break;
-        }
-        case opt_progress: {
-            const std::string_view v(arg);
-            if (v != "auto" && v != "always" && v != "never")
-                return fail("invalid value '" + std::string(v) + "' for --progress: expected auto, always or never");
-            o.progress = arg;
+            auto kind = one_of(arg, "--ci", {"auto", "github", "gitlab", "none"});
+            if (!kind)
+                return tl::unexpected(kind.error());
+            o.ci = std::move(*kind);
             break;
         }
         case opt_launcher: {

@@ -15,20 +15,11 @@ if [[ -z $meson ]] || ! command -v pkg-config >/dev/null 2>&1; then
     exit 77
 fi
 
-dest=$(mktemp -d) || exit 1
-trap 'rm -rf "$dest"' EXIT
-case $libdir in
-/*) libdir=$dest$libdir ;;
-*) libdir=$dest$prefix/$libdir ;;
-esac
-if ! log=$("$meson" install -C "$build" --destdir "$dest" --no-rebuild 2>&1); then
-    printf '%s\n' "$log"
-    echo "FAIL: meson install exited non-zero"
-    exit 1
-fi
-export PKG_CONFIG_LIBDIR="$libdir/pkgconfig" PKG_CONFIG_PATH=
-export PKG_CONFIG_SYSROOT_DIR="$dest"
-export PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
+# shellcheck source=../support/staged_install.sh
+source "$(dirname "$0")/../support/staged_install.sh"
+libdir=$(under_prefix "$libdir")
+stage_install
+use_staged_pkgconfig "$libdir"
 if ! flags=$(pkg-config --cflags --libs ptomp); then
     echo "FAIL: no usable ptomp.pc"
     exit 1

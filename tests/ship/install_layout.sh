@@ -17,23 +17,11 @@ if [[ -z $meson ]]; then
     exit 77
 fi
 
-dest=$(mktemp -d) || exit 1
-trap 'rm -rf "$dest"' EXIT
-# Meson's directory options are relative to the prefix unless absolute.
-under_prefix() {
-    case $1 in
-    /*) printf '%s%s\n' "$dest" "$1" ;;
-    *) printf '%s%s/%s\n' "$dest" "$prefix" "$1" ;;
-    esac
-}
+# shellcheck source=../support/staged_install.sh
+source "$(dirname "$0")/../support/staged_install.sh"
 bindir=$(under_prefix "$5") libdir=$(under_prefix "$6") includedir=$(under_prefix "$7")
 mandir=$(under_prefix "$8") datadir=$(under_prefix "$9")
-
-if ! log=$("$meson" install -C "$build" --destdir "$dest" --no-rebuild 2>&1); then
-    printf '%s\n' "$log"
-    echo "FAIL: meson install exited non-zero"
-    exit 1
-fi
+stage_install
 
 status=0
 want() { # want TEST PATH
@@ -70,9 +58,7 @@ fi
 
 # The .pc file, read from the DESTDIR as if it were the root.
 if ((status == 0)) && command -v pkg-config >/dev/null 2>&1; then
-    export PKG_CONFIG_LIBDIR="$libdir/pkgconfig" PKG_CONFIG_PATH=
-    export PKG_CONFIG_SYSROOT_DIR="$dest"
-    export PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
+    use_staged_pkgconfig "$libdir"
     if [[ -n $(pkg-config --print-requires ptopar) ]]; then
         echo "FAIL: ptopar.pc requires other packages: $(pkg-config --print-requires ptopar)"
         status=1

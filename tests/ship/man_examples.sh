@@ -19,25 +19,12 @@ if ! command -v pkg-config >/dev/null 2>&1; then
     exit 77
 fi
 
-dest=$(mktemp -d) || exit 1
-trap 'rm -rf "$dest"' EXIT
-under_prefix() {
-    case $1 in
-    /*) printf '%s%s\n' "$dest" "$1" ;;
-    *) printf '%s%s/%s\n' "$dest" "$prefix" "$1" ;;
-    esac
-}
+# shellcheck source=../support/staged_install.sh
+source "$(dirname "$0")/../support/staged_install.sh"
 libdir=$(under_prefix "$4") mandir=$(under_prefix "$5")
 page=$mandir/man3/libptopar.3
-
-if ! log=$("$meson" install -C "$build" --destdir "$dest" --no-rebuild 2>&1); then
-    printf '%s\n' "$log"
-    echo "FAIL: meson install exited non-zero"
-    exit 1
-fi
-export PKG_CONFIG_LIBDIR="$libdir/pkgconfig" PKG_CONFIG_PATH=
-export PKG_CONFIG_SYSROOT_DIR="$dest"
-export PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
+stage_install
+use_staged_pkgconfig "$libdir"
 
 # Each literal display that holds a main() is a program; it is named by its
 # first line, "// NAME.cpp: ...". The roff escapes used in code are \e (a

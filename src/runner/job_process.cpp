@@ -41,8 +41,8 @@ void reap_within(pid_t pid, int ms)
 }  // namespace
 
 JobProcess::JobProcess(std::size_t index, pid_t pid, UniqueFd out, std::optional<JobCgroup> cgroup,
-                       JobOutput output, Clock::time_point started)
-    : index_(index), pid_(pid), out_(std::move(out)), cgroup_(std::move(cgroup)), output_(std::move(output)),
+                       JobOutput output, Clock::time_point started, const StopTimes& stop_times)
+    : life(stop_times), index_(index), pid_(pid), out_(std::move(out)), cgroup_(std::move(cgroup)), output_(std::move(output)),
       started_(started)
 {
 }
@@ -52,7 +52,7 @@ JobProcess::~JobProcess()
     if (!empty())
         kill_all();
     // What survived SIGKILL once will not be waited for again.
-    if (leader_alive() && stage != StopStage::abandoned)
+    if (leader_alive() && life.stage() != StopStage::abandoned)
         reap_within(pid_, destructor_wait_ms);
     // ~JobCgroup then waits for the cgroup to empty and removes it.
 }

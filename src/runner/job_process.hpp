@@ -16,23 +16,15 @@
 
 #include "common/unique_fd.hpp"
 #include "runner/cgroup.hpp"
+#include "runner/job_lifecycle.hpp"
 #include "runner/slurm_step.hpp"
 
 namespace pto::runner {
 
-using Clock = std::chrono::steady_clock;
-
-enum class StopStage {
-    none,        // left alone
-    terminating, // SIGTERM (and SIGCONT) sent; SIGKILL when the grace ends
-    killing,     // SIGKILL sent; quarantined if anything is left when the wait ends
-    abandoned,   // something survived SIGKILL: its devices are withheld
-};
-
-class JobProcess {
+class JobProcess final : public Signallable {
 public:
     JobProcess(std::size_t index, pid_t pid, UniqueFd out, std::optional<JobCgroup> cgroup, JobOutput output,
-               Clock::time_point started);
+               Clock::time_point started, const StopTimes& stop_times);
     ~JobProcess();
     JobProcess(const JobProcess&) = delete;
     JobProcess& operator=(const JobProcess&) = delete;
@@ -72,16 +64,10 @@ public:
     std::optional<JobCgroup> take_empty_cgroup();
 
     // To everything of the job.
-    void signal(int sig) const;
-    void kill_all() const;
+    void signal(int sig) const override;
+    void kill_all() const override;
 
-    StopStage stage = StopStage::none;
-    Clock::time_point stage_deadline{};  // when the current stage ends
-    bool stopped_by_us = false;          // its end is pto-par's doing
-    std::optional<Clock::time_point> limit_at;  // its own time limit
-    bool timed_out = false;              // SIGUSR1 sent for a time limit
-    bool dumped = false;                 // the TIMEOUT report was delivered
-    Clock::time_point dump_at{};         // when the dump grace ends
+    JobLifecycle life;
     bool exit_handled = false;           // the scheduler has taken the leader's end into account
     bool start_reported = false;         // observers have seen it start (a step: once its task runs)
 

@@ -1,0 +1,49 @@
+#include "placement/slurm_nodes.hpp"
+
+#include <algorithm>
+
+namespace pto::placement {
+
+SlurmNodes::SlurmNodes(const std::vector<SlurmNode>& nodes)
+{
+    for (const auto& n : nodes)
+        nodes_.push_back({n.name, n.devices, n.devices});
+}
+
+// The node with the most free GPUs among those that have `count` free (the
+// first such in the allocation's order on a tie), so that steps spread over
+// the nodes' CPUs.
+bool SlurmNodes::acquire(std::size_t count, Grant& grant)
+{
+    const Node* best = nullptr;
+    for (const auto& n : nodes_)
+        if (n.free >= count && (best == nullptr || n.free > best->free))
+            best = &n;
+    if (best == nullptr)
+        return false;
+    grant.node_index = static_cast<std::size_t>(best - nodes_.data());
+    nodes_[grant.node_index].free -= count;
+    grant.node = best->name;
+    grant.device_count = count;
+    return true;
+}
+
+void SlurmNodes::release(const Grant& grant)
+{
+    nodes_[grant.node_index].free += grant.device_count;
+}
+
+void SlurmNodes::withhold(const Grant& grant)
+{
+    nodes_[grant.node_index].usable -= grant.device_count;
+}
+
+std::size_t SlurmNodes::usable() const
+{
+    std::size_t most = 0;
+    for (const auto& n : nodes_)
+        most = std::max(most, n.usable);
+    return most;
+}
+
+}  // namespace pto::placement

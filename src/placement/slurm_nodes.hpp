@@ -1,0 +1,36 @@
+// The nodes of a Slurm allocation: Slurm picks which of a node's GPUs a step
+// gets, so only how many each node has free matters here, and a job's
+// devices are always on one node.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <pto/scheduler.hpp>
+
+#include "placement/placement.hpp"
+
+namespace pto::placement {
+
+class SlurmNodes final : public Devices {
+public:
+    explicit SlurmNodes(const std::vector<SlurmNode>& nodes);
+
+    bool acquire(std::size_t count, Grant& grant) override;
+    void release(const Grant& grant) override;
+    void withhold(const Grant& grant) override;
+    std::size_t usable() const override;
+    // Slurm decides when a step starts: no start is this run's to promise.
+    bool fits_after(std::size_t, std::span<const Grant* const>) const override { return false; }
+    const char* scope() const override { return " on one node"; }
+
+private:
+    struct Node {
+        std::string name;
+        std::size_t free = 0;
+        std::size_t usable = 0;  // less what quarantined steps keep
+    };
+    std::vector<Node> nodes_;
+};
+
+}  // namespace pto::placement

@@ -1,0 +1,254 @@
+#include "runner/run.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <csignal>
+#include <functional>
+
+#include "runner/clock.hpp"
+
+namespace pto::runner {
+namespace {
+
+// After SIGKILL, how long a job may take to be gone. Past it, what is left
+// cannot be stopped (a setuid process we may not signal, a process stuck in
+// a driver): the job's devices are withheld for the rest of the run.
+constexpr auto wait_after_kill = std::chrono::seconds(2);
+
+// Bytes read from one pipe per wake-up before looking at the others again.
+// A chunk as large as a chatty job's widened pipe (see JobOutput) moves it
+// in one splice or read: W3 (1 GiB) takes about 13% less CPU than with
+// 64 KiB chunks.
+constexpr std::size_t read_chunk = 1024 * 1024;
+constexpr int reads_per_wake = 4;
+
+}  // namespace
+
+Run::Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, const LaunchContext& ctx,
+         RunCgroup* cgroup, Helpers& helpers, placement::Placement& placement)
+    : jobs_(jobs), opt_(opt), ctx_(ctx), cgroup_(cgroup), set_(signals, opt.poll_clients), helpers_(helpers),
+      placement_(placement),
+      stop_times_{to_duration(opt.kill_grace_s), to_duration(opt.dump_grace_s), wait_after_kill},
+      queue_(jobs.size()), results_(jobs.size()), grants_(jobs.size()), began_(Clock::now())
+{
+    set_.set_helpers(&helpers);
+    if (opt.slurm)
+        step_control_ = {opt.slurm->scancel, &helpers};
+    if (opt.timeout_s)
+        run_deadline_ = began_ + to_duration(*opt.timeout_s);
+    if (opt.stop_escapees && cgroup == nullptr)
+        escapees_.emplace();
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        results_[i].index = i;
+        results_[i].label = jobs[i].label;
+    }
+}
+
+RunSummary Run::take()
+{
+    RunSummary s{std::move(results_), stopped_by_signal_, run_timed_out_, {}, std::move(withheld_)};
+    s.containment = cgroup_ != nullptr ? Containment::cgroup : Containment::process_group;
+    return s;
+}
+
+void Run::notice(const std::string& text)
+{
+    if (opt_.observer != nullptr)
+        opt_.observer->on_notice(text);
+}
+
+bool Run::will_retry(std::size_t index) const
+{
+    return !stopping_ && results_[index].attempts.size() < jobs_[index].retries;
+}
+
+// Keeps the try that failed in `attempts`, tells the observers, and puts
+// the job back at the head of the queue with nothing held.
+void Run::retry(std::size_t index, const JobOutput& output)
+{
+    JobResult& res = results_[index];
+    res.attempts.push_back(Attempt{res.status, res.exit_code, res.signal, res.devices, res.start, res.end,
+                                   res.duration_s});
+    if (opt_.observer != nullptr)
+        opt_.observer->on_retry(jobs_[index], res, output);
+    res.exit_code.reset();
+    res.signal = 0;
+    res.devices.clear();
+    res.ports.clear();
+    res.pid = -1;
+    res.stragglers = 0;
+    res.error.clear();
+    res.status = JobStatus::cancelled;
+    queue_.push_retry(index);
+}
+
+void Run::on_signal(int sig)
+{
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        if (stopped_by_signal_ != 0)
+            force_kill_ = true;  // a second stop signal: no more grace
+        else
+            stopped_by_signal_ = sig;
+        stop_all("interrupted");
+    } else if (sig == SIGUSR1) {
+        report_status();
+    } else if (opt_.observer != nullptr &&
+               std::find(opt_.watched_signals.begin(), opt_.watched_signals.end(), sig) != opt_.watched_signals.end()) {
+        opt_.observer->on_signal(sig);
+    }
+}
+
+void Run::report_status()
+{
+    if (opt_.observer == nullptr)
+        return;
+    const auto now = Clock::now();
+    StatusReport report;
+    report.queued = stopping_ ? 0 : queue_.waiting();
+    report.finished = finished_;
+    report.elapsed_s = seconds(now - began_);
+    for (const auto& j : set_.jobs())
+        report.running.push_back(
+            {&jobs_[j->index()], &results_[j->index()], seconds(now - j->started()), &j->output()});
+    opt_.observer->on_status(report);
+}
+
+void Run::on_leader_exit(JobProcess& j)
+{
+    j.exit_handled = true;
+    JobResult& res = results_[j.index()];
+    const int status = j.wait_status();
+    if (WIFEXITED(status))
+        res.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        res.signal = WTERMSIG(status);
+    if (j.life.timed_out())
+        res.status = JobStatus::timeout;
+    else if (j.life.stopped_by_us())
+        res.status = JobStatus::killed;
+    else if (res.exit_code == 0)
+        res.status = JobStatus::passed;
+    else
+        res.status = JobStatus::failed;
+
+    // A timed-out job's leftovers are stopped when its dump grace ends (a
+    // shell leader dies of SIGUSR1 while the test under it prints stacks).
+    const bool dumping = j.life.timed_out() && !j.life.dumped();
+    if (j.life.stage() == StopStage::none && !dumping && !j.empty()) {
+        res.stragglers = j.member_count();
+        stop(j);
+    }
+    if (res.status == JobStatus::failed && opt_.fail_fast && !will_retry(j.index()))
+        stop_all("fail-fast");
+}
+
+void Run::read(JobProcess& j, int max_reads)
+{
+    // Without anyone to see the bytes as they come, the kernel moves them
+    // from the pipe to the spill file (splice) and they never enter here;
+    // a Slurm step's first line is pto-par's, and is looked at.
+    std::function<void(std::string_view)> live;
+    if ((opt_.observer != nullptr && opt_.output_live) || j.step() != nullptr)
+        // Two pointers: small enough for std::function to keep without an
+        // allocation on every read.
+        live = [this, &j](std::string_view bytes) {
+            // A step's START comes before the first output after its header.
+            note_step_start(j);
+            if (opt_.observer != nullptr && opt_.output_live)
+                opt_.observer->on_output(jobs_[j.index()], results_[j.index()], bytes);
+        };
+    j.read_output(read_chunk, max_reads, live);
+    note_step_start(j);
+}
+
+void Run::finish_ended()
+{
+    std::vector<JobProcess*> ended;
+    for (auto& j : set_.jobs())
+        if (!j->leader_alive() && j->empty())
+            ended.push_back(j.get());
+    for (auto* j : ended) {
+        // Whatever the job wrote before it ended is in the pipe; a process
+        // that left it may hold the pipe open, so stop at "empty".
+        read(*j, 0);
+        finish(*j);
+        auto done = set_.take(j);
+        if (cgroup_ != nullptr)
+            if (auto cg = done->take_empty_cgroup())
+                cgroup_->recycle(std::move(*cg));
+        done.reset();  // closes the pipe (and removes a cgroup not recycled)
+    }
+}
+
+void Run::finish(JobProcess& j)
+{
+    JobResult& res = results_[j.index()];
+    // A job that died of its SIGUSR1 before the dump grace ended still gets
+    // its TIMEOUT report, and still counts for fail-fast.
+    if (j.life.timed_out() && !j.life.dumped()) {
+        deliver_dump(j);
+        if (opt_.fail_fast && !run_timed_out_ && !will_retry(j.index()))
+            stop_all("fail-fast");
+    }
+    const bool abandoned = j.life.stage() == StopStage::abandoned;
+    if (!abandoned)
+        placement_.release(grants_[j.index()]);
+    ledger_.ended(j.index(), Clock::now());
+    throttled_ = false;
+    res.end = unix_now();
+    res.duration_s = res.end - res.start;
+    if ((res.status == JobStatus::failed || res.status == JobStatus::timeout) && !abandoned &&
+        will_retry(j.index())) {
+        retry(j.index(), j.output());
+        return;
+    }
+    if (res.status == JobStatus::passed && !res.attempts.empty())
+        res.status = JobStatus::flaky;
+    ++finished_;
+    if (j.output().error()) {
+        res.output_lost = j.output().dropped();
+        res.error = j.output().error()->message + " (" + std::to_string(j.output().dropped()) + " bytes of output lost)";
+    }
+    if (opt_.keep_output) {
+        auto all = j.output().str();
+        if (all)
+            res.output = std::move(*all);
+        else
+            res.error = all.error().message;
+    }
+    if (opt_.observer != nullptr)
+        opt_.observer->on_finish(jobs_[j.index()], res, j.output());
+}
+
+Expected<void> Run::loop()
+{
+    for (;;) {
+        start_ready();
+        if (set_.empty() && (stopping_ || queue_.empty()))
+            break;
+
+        auto what = set_.wait(poll_timeout_ms(Clock::now()));
+        if (!what)
+            return tl::unexpected(what.error());
+        // Signals first: output must never starve Ctrl-C or the reaping.
+        for (int sig : what->signals)
+            on_signal(sig);
+        if (what->children)
+            for (auto& j : set_.jobs())
+                if (!j->leader_alive() && !j->exit_handled)
+                    on_leader_exit(*j);
+        for (auto* j : what->readable)
+            read(*j, reads_per_wake);
+        check_deadlines(Clock::now());
+        finish_ended();
+    }
+    queue_.drain([this](std::size_t i) {
+        if (opt_.observer != nullptr)
+            opt_.observer->on_cancel(jobs_[i], results_[i]);
+    });
+    sweep_escapees();
+    return {};
+}
+
+}  // namespace pto::runner

@@ -1,0 +1,88 @@
+// The loop of one run: events from the process set in, decisions from the
+// queue and the placement, events out to the observer — fail-fast, the
+// run's time limit and stopping on signals included. The jobs' processes
+// are JobProcess's, their stop stages JobLifecycle's; the one blocking call
+// is ProcessSet::wait, whose timeout is the next deadline.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <pto/scheduler.hpp>
+
+#include "placement/placement.hpp"
+#include "queue/backfill.hpp"
+#include "queue/job_queue.hpp"
+#include "runner/cgroup.hpp"
+#include "runner/escapees.hpp"
+#include "runner/launcher.hpp"
+#include "runner/process_set.hpp"
+#include "runner/signal_channel.hpp"
+#include "runner/slurm_step.hpp"
+
+namespace pto::runner {
+
+class Run {
+public:
+    Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, const LaunchContext& ctx,
+        RunCgroup* cgroup, Helpers& helpers, placement::Placement& placement);
+
+    Expected<void> loop();
+    RunSummary take();
+
+private:
+    placement::Need need(std::size_t index) const;
+    void start_ready();
+    void backfill(std::size_t head);
+    bool start(std::size_t index, placement::Grant grant);
+    void fail_to_start(std::size_t index, placement::Grant grant, const Error& why);
+    void throttle(const Error& why);
+    void note_step_start(JobProcess& j);
+    void notice(const std::string& text);
+    void on_signal(int sig);
+    void on_leader_exit(JobProcess& j);
+    void read(JobProcess& j, int max_reads);
+    void stop_all(const char* reason);
+    void stop(JobProcess& j);
+    void check_deadlines(Clock::time_point now);
+    void deliver_dump(JobProcess& j);
+    void quarantine(JobProcess& j);
+    void cancel_unfittable();
+    void report_status();
+    void finish_ended();
+    void finish(JobProcess& j);
+    bool will_retry(std::size_t index) const;
+    void retry(std::size_t index, const JobOutput& output);
+    int poll_timeout_ms(Clock::time_point now) const;
+    void sweep_escapees();
+
+    std::vector<Job>& jobs_;
+    const RunOptions& opt_;
+    const LaunchContext& ctx_;
+    RunCgroup* cgroup_;
+    ProcessSet set_;
+    Helpers& helpers_;
+    placement::Placement& placement_;
+    StepControl step_control_{};
+    StopTimes stop_times_;
+    queue::JobQueue queue_;
+    queue::Ledger ledger_;
+    std::vector<JobResult> results_;
+    std::vector<placement::Grant> grants_;  // per job: what it holds while it runs
+    std::vector<std::unique_ptr<JobProcess>> abandoned_;  // could not be stopped
+    std::vector<int> withheld_;
+    std::optional<Escapees> escapees_;
+    std::size_t launches_ = 0;
+    Clock::time_point began_;
+    std::optional<Clock::time_point> run_deadline_;
+    bool run_timed_out_ = false;
+    bool stopping_ = false;
+    bool force_kill_ = false;
+    int stopped_by_signal_ = 0;
+    std::size_t finished_ = 0;
+    bool throttled_ = false;
+    bool throttle_notice_given_ = false;
+};
+
+}  // namespace pto::runner

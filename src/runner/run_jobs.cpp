@@ -1,0 +1,141 @@
+// The library's entry: the static check, the run's cgroup, its signals and
+// plumbing, then the loop.
+#include <pto/scheduler.hpp>
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "placement/local_devices.hpp"
+#include "placement/slurm_nodes.hpp"
+#include "runner/run.hpp"
+
+namespace pto {
+
+const char* to_string(JobStatus s)
+{
+    switch (s) {
+    case JobStatus::passed: return "passed";
+    case JobStatus::failed: return "failed";
+    case JobStatus::timeout: return "timeout";
+    case JobStatus::killed: return "killed";
+    case JobStatus::cancelled: return "cancelled";
+    case JobStatus::flaky: return "flaky";
+    }
+    return "?";
+}
+
+namespace {
+
+// While the run lasts, orphans of the jobs are re-parented to this process,
+// so their exits wake the loop and are reaped at once.
+class SubreaperScope {
+public:
+    SubreaperScope()
+    {
+        int was = 0;
+        if (prctl(PR_GET_CHILD_SUBREAPER, &was) == 0 && was == 0)
+            set_ = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+    }
+    ~SubreaperScope()
+    {
+        if (set_)
+            (void)prctl(PR_SET_CHILD_SUBREAPER, 0);  // cannot fail once set
+    }
+    SubreaperScope(const SubreaperScope&) = delete;
+    SubreaperScope& operator=(const SubreaperScope&) = delete;
+
+private:
+    bool set_ = false;
+};
+
+// No job may need more than the run can ever give: said before anything starts.
+Expected<void> check_fits(const std::vector<Job>& jobs, const RunOptions& options)
+{
+    std::size_t most = DevicePool(options.pool).size();
+    if (options.slurm) {
+        most = 0;
+        for (const auto& n : options.slurm->nodes)
+            most = std::max(most, n.devices);
+        if (options.slurm->nodes.empty())
+            return fail("the Slurm allocation has no nodes");
+    }
+    const PortPool ports(options.port_low, options.port_high);
+    for (const Job& job : jobs) {
+        if (job.device_count > most)
+            return fail("job '" + job.label + "' needs " + std::to_string(job.device_count) + " devices but the " +
+                        (options.slurm ? "largest node has " : "pool has ") + std::to_string(most));
+        if (job.port_count > ports.size())
+            return fail("job '" + job.label + "' needs " + std::to_string(job.port_count) + " ports but the range " +
+                        std::to_string(options.port_low) + "-" + std::to_string(options.port_high) + " has " +
+                        std::to_string(ports.size()));
+    }
+    return {};
+}
+
+std::unique_ptr<placement::Devices> make_devices(const RunOptions& options)
+{
+    if (options.slurm)
+        return std::make_unique<placement::SlurmNodes>(options.slurm->nodes);
+    return std::make_unique<placement::LocalDevices>(options.pool);
+}
+
+}  // namespace
+
+Expected<std::string> describe_containment(Containment mode)
+{
+    if (mode == Containment::process_group)
+        return std::string("process groups (--contain pgroup)");
+    auto dir = runner::own_cgroup_dir();
+    if (dir)
+        return "cgroup v2 (a cgroup per job under " + *dir + ")";
+    if (mode == Containment::cgroup)
+        return fail("cannot contain jobs in cgroups: " + dir.error().message);
+    return "process groups (no usable cgroup v2: " + dir.error().message + ")";
+}
+
+Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
+{
+    if (auto fits = check_fits(jobs, options); !fits)
+        return tl::unexpected(fits.error());
+
+    std::optional<runner::RunCgroup> cgroup;
+    std::string cgroup_notice;
+    // Under Slurm the tasks are slurmd's children; a cgroup around srun
+    // would only let cgroup.kill SIGKILL srun and orphan its step.
+    if (options.containment != Containment::process_group && !options.slurm) {
+        auto made = runner::RunCgroup::create();
+        if (made)
+            cgroup = std::move(*made);
+        else if (options.containment == Containment::cgroup)
+            return fail("cannot contain jobs in cgroups: " + made.error().message);
+        if (cgroup && cgroup->stale_stopped() > 0)
+            cgroup_notice = "stopped " + std::to_string(cgroup->stale_stopped()) +
+                            " processes left in its cgroups by an earlier pto-par run that was killed";
+    }
+
+    auto signals = runner::SignalChannel::open(options.handle_signals, options.watched_signals);
+    if (!signals)
+        return tl::unexpected(signals.error());
+    UniqueFd dev_null(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!dev_null)
+        return tl::unexpected(sys_error("open /dev/null", errno));
+    SubreaperScope subreaper;
+    const runner::Environment env;
+    const runner::LaunchContext ctx{&env, dev_null.get()};
+    runner::Helpers helpers(ctx);
+    placement::Placement placement(make_devices(options), options.port_low, options.port_high);
+
+    // Declared last, destroyed first: a Run that ends by an error or an
+    // exception stops and reaps whatever of its jobs still runs.
+    runner::Run run(jobs, options, *signals, ctx, cgroup ? &*cgroup : nullptr, helpers, placement);
+    if (!cgroup_notice.empty() && options.observer != nullptr)
+        options.observer->on_notice(cgroup_notice);
+    if (auto ok = run.loop(); !ok)
+        return tl::unexpected(ok.error());
+    return run.take();
+}
+
+}  // namespace pto

@@ -1,0 +1,161 @@
+// Stopping jobs: fail-fast, signals, time limits and their deadlines, what
+// survives SIGKILL, and what left its job's process group.
+#include "runner/run.hpp"
+
+#include <algorithm>
+#include <csignal>
+
+#include <pto/devices.hpp>
+
+#include "runner/clock.hpp"
+#include "runner/process_group.hpp"
+
+namespace pto::runner {
+
+void Run::stop_all(const char* reason)
+{
+    if (!stopping_) {
+        stopping_ = true;
+        if (opt_.observer != nullptr)
+            opt_.observer->on_stopping(reason);
+    }
+    for (auto& j : set_.jobs()) {
+        if (j->leader_alive())
+            j->life.set_stopped_by_us(true);
+        stop(*j);
+    }
+}
+
+void Run::stop(JobProcess& j)
+{
+    j.life.stop(j, Clock::now(), force_kill_);
+}
+
+void Run::deliver_dump(JobProcess& j)
+{
+    j.life.dump_delivered();
+    read(j, 0);
+    if (opt_.observer != nullptr)
+        opt_.observer->on_timeout(jobs_[j.index()], results_[j.index()], j.output(), seconds(Clock::now() - j.started()));
+}
+
+// Something of `j` survived SIGKILL: finish its report, keep its devices out
+// of the pool for good, and cancel what can no longer fit.
+void Run::quarantine(JobProcess& j)
+{
+    j.life.abandon();
+    JobResult& res = results_[j.index()];
+    const auto devices = res.devices;
+    const std::string what = describe_processes(j.members());
+    if (!j.exit_handled)
+        res.status = j.life.timed_out() ? JobStatus::timeout : JobStatus::killed;
+    res.error = "could not be stopped (" + (what.empty() ? std::string("its processes") : what) + "); devices " +
+                (devices.empty() ? std::string("none") : format_device_range(devices)) +
+                " withheld for the rest of the run";
+    notice("job '" + jobs_[j.index()].label + "' " + res.error);
+    placement_.withhold(grants_[j.index()]);
+    withheld_.insert(withheld_.end(), devices.begin(), devices.end());
+    std::sort(withheld_.begin(), withheld_.end());
+    read(j, 0);
+    finish(j);
+    abandoned_.push_back(set_.take(&j));
+    cancel_unfittable();
+}
+
+// Jobs waiting for more devices than the placement can still give would
+// wait for ever: they are cancelled, saying why.
+void Run::cancel_unfittable()
+{
+    queue_.drop_unless([this](std::size_t i) { return placement_.usable_for(need(i)); },
+                       [this](std::size_t i, bool retry) {
+                           results_[i].error = retry ? "cannot run again: " + placement_.shortfall(need(i))
+                                                     : placement_.shortfall(need(i)) + " (devices " +
+                                                           format_device_range(withheld_) + " withheld)";
+                           if (opt_.observer != nullptr)
+                               opt_.observer->on_cancel(jobs_[i], results_[i]);
+                       });
+}
+
+void Run::check_deadlines(Clock::time_point now)
+{
+    if (run_deadline_ && !run_timed_out_ && now >= *run_deadline_) {
+        run_timed_out_ = true;
+        if (!stopping_) {
+            stopping_ = true;
+            if (opt_.observer != nullptr)
+                opt_.observer->on_stopping("the run's time limit");
+        }
+        for (auto& j : set_.jobs())
+            if (j->leader_alive() && j->life.stage() == StopStage::none && !j->life.timed_out())
+                j->life.time_out(*j, now);
+    }
+    bool job_timed_out = false;
+    std::vector<JobProcess*> to_quarantine;
+    for (auto& j : set_.jobs()) {
+        switch (j->life.advance(*j, now, j->leader_alive(), j->empty())) {
+        case JobLifecycle::Due::nothing: break;
+        case JobLifecycle::Due::dump:
+            deliver_dump(*j);
+            j->life.set_stopped_by_us(j->leader_alive());
+            stop(*j);
+            job_timed_out = job_timed_out || !will_retry(j->index());
+            break;
+        case JobLifecycle::Due::quarantine: to_quarantine.push_back(j.get()); break;
+        }
+    }
+    for (auto* j : to_quarantine)
+        quarantine(*j);
+    if (job_timed_out && opt_.fail_fast && !run_timed_out_)
+        stop_all("fail-fast");
+}
+
+int Run::poll_timeout_ms(Clock::time_point now) const
+{
+    std::optional<Clock::time_point> first;
+    if (run_deadline_ && !run_timed_out_)
+        first = *run_deadline_;
+    for (const auto& j : set_.jobs())
+        if (const auto t = j->life.next_deadline(j->leader_alive()); t && (!first || *t < *first))
+            first = t;
+    if (!first)
+        return -1;
+    if (*first <= now)
+        return 0;
+    // Round up so we never wake before the deadline and spin.
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*first - now).count();
+    return static_cast<int>(std::min<long long>(ms, 24LL * 3600 * 1000));
+}
+
+// The processes that left their job's process group and were re-parented
+// here (without cgroups; a cgroup keeps them in their job): stopped at the
+// end, a second stop signal meanwhile ending the grace.
+void Run::sweep_escapees()
+{
+    if (!escapees_)
+        return;
+    std::vector<pid_t> keep = helpers_.pids();
+    for (const auto& j : abandoned_)
+        keep.push_back(j->pid());
+    auto pids = escapees_->find(keep);
+    if (pids.empty())
+        return;
+    notice(escapee_notice(pids));
+    const auto wait = [this](Clock::time_point deadline) {
+        const auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        auto what = set_.wait(static_cast<int>(std::max<long long>(ms, 0)));
+        if (!what)
+            return true;  // the poll itself failed: the SIGKILL that follows does not depend on it
+        for (int sig : what->signals) {
+            if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)
+                continue;
+            if (stopped_by_signal_ == 0)
+                stopped_by_signal_ = sig;
+            else
+                force_kill_ = true;
+        }
+        return !force_kill_;
+    };
+    escapees_->stop(std::move(pids), keep, force_kill_, stop_times_.kill_grace, stop_times_.wait_after_kill, wait);
+}
+
+}  // namespace pto::runner

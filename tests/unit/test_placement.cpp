@@ -1,0 +1,93 @@
+#include <doctest/doctest.h>
+
+#include "placement/local_devices.hpp"
+#include "placement/placement.hpp"
+#include "placement/slurm_nodes.hpp"
+
+using pto::placement::Grant;
+using pto::placement::LocalDevices;
+using pto::placement::Placement;
+using pto::placement::Shortage;
+using pto::placement::SlurmNodes;
+using V = std::vector<int>;
+
+namespace {
+
+Placement local(V ids)
+{
+    // An empty port range: no test here binds a port.
+    return Placement(std::make_unique<LocalDevices>(std::move(ids)), 1, 0);
+}
+
+}  // namespace
+
+TEST_SUITE("placement") {
+
+TEST_CASE("a local grant holds ids by the pool's rule, and gives them back")
+{
+    auto p = local({0, 2, 3, 4});
+    auto a = p.acquire({2, 0});
+    REQUIRE(a);
+    CHECK(a->devices == V{2, 3});
+    CHECK(a->node.empty());
+    auto b = p.acquire({3, 0});
+    REQUIRE_FALSE(b);
+    CHECK(b.error() == Shortage::devices);
+    p.release(*a);
+    CHECK(p.acquire({3, 0})->devices == V{2, 3, 4});
+}
+
+TEST_CASE("ports short: nothing is taken")
+{
+    auto p = local({0, 1});
+    auto a = p.acquire({1, 1});
+    REQUIRE_FALSE(a);
+    CHECK(a.error() == Shortage::ports);
+    CHECK(p.acquire({2, 0})->devices == V{0, 1});
+}
+
+TEST_CASE("withheld devices count no more, and the shortfall says so")
+{
+    auto p = local({0, 1, 2, 3});
+    auto a = p.acquire({1, 0});
+    REQUIRE(a);
+    CHECK(p.usable_for({4, 0}));
+    p.withhold(*a);
+    CHECK_FALSE(p.usable_for({4, 0}));
+    CHECK(p.usable_for({3, 0}));
+    CHECK(p.shortfall({4, 0}) == "needs 4 devices but only 3 remain usable");
+}
+
+TEST_CASE("fits_after counts the freed grants' devices")
+{
+    auto p = local({0, 1, 2, 3});
+    auto a = p.acquire({2, 0});
+    auto b = p.acquire({1, 0});
+    REQUIRE((a && b));
+    const Grant* first[] = {&*b};
+    const Grant* both[] = {&*b, &*a};
+    CHECK_FALSE(p.fits_after({4, 0}, first));
+    CHECK(p.fits_after({4, 0}, both));
+}
+
+TEST_CASE("Slurm nodes: the node with most free, counts only, one node per job")
+{
+    Placement p(std::make_unique<SlurmNodes>(std::vector<pto::SlurmNode>{{"n1", 2}, {"n2", 4}}), 1, 0);
+    auto a = p.acquire({3, 0});
+    REQUIRE(a);
+    CHECK(a->node == "n2");
+    CHECK(a->devices.empty());
+    auto b = p.acquire({2, 0});
+    REQUIRE(b);
+    CHECK(b->node == "n1");
+    CHECK_FALSE(p.acquire({2, 0}));  // n2 has 1 left, n1 none
+    p.withhold(*a);
+    CHECK_FALSE(p.usable_for({3, 0}));
+    CHECK(p.shortfall({3, 0}) == "needs 3 devices but only 2 remain usable on one node");
+    const Grant* freed[] = {&*b};
+    CHECK_FALSE(p.fits_after({2, 0}, freed));  // no start is promised under Slurm
+    p.release(*b);
+    CHECK(p.acquire({2, 0})->node == "n1");
+}
+
+}

@@ -38,9 +38,12 @@ std::vector<Delay> Ledger::head_started(std::size_t head, Clock::time_point now)
             ++it;
             continue;
         }
-        const auto ended = it->ended.value_or(now);
-        if (now > it->shadow && ended > it->promised)
-            delays.push_back({it->job, now - it->shadow});
+        // Only a job still holding its devices past the shadow time kept the
+        // head waiting, and only for as long as it held them then; one that
+        // ended before, however late by its own history, delayed nothing.
+        const auto held_until = std::min(now, it->ended.value_or(now));
+        if (held_until > it->shadow && held_until > it->promised)
+            delays.push_back({it->job, held_until - it->shadow});
         it = ahead_.erase(it);
     }
     return delays;

@@ -36,8 +36,8 @@ class Ledger {
 public:
     void went_ahead(std::size_t job, std::size_t head, Clock::time_point promised, Clock::time_point shadow);
     void ended(std::size_t job, Clock::time_point at);
-    // `head` starts at `now`: the jobs that went ahead of it and were still
-    // running past the time it could have started, and the delay each caused.
+    // `head` starts at `now`: the jobs that went ahead of it and still ran
+    // past the time it could have started, and how long past.
     std::vector<Delay> head_started(std::size_t head, Clock::time_point now);
 
 private:

@@ -59,6 +59,10 @@ struct Job {
     // Under RunOptions::slurm it receives no devices: Slurm picks the GPUs on
     // the node, and the step finds them in its environment (SLURM_STEP_GPUS).
     std::function<Expected<LaunchSpec>(const Allocation&)> build;
+    // > 0: instead of device_count whole devices, this many of the
+    // RunOptions::device_slots slots of one device, beside other such jobs
+    // on it; it receives that one device's id.
+    std::size_t slots = 0;
     std::size_t port_count = 0;  // consecutive free TCP ports it needs from RunOptions' range
     std::size_t retries = 0;     // after a failure or its own timeout, run again up to this many times
     std::optional<double> expected_s;  // how long it took last time (history), for RunOptions::backfill
@@ -188,6 +192,9 @@ struct SlurmOptions {
 
 struct RunOptions {
     std::vector<int> pool;            // device ids (unused with `slurm`: each node's GPUs are its pool)
+    // Slots per device, for jobs that take part of one (Job::slots); a
+    // whole-device job takes them all. Not under `slurm`.
+    std::size_t device_slots = 1;
     std::size_t max_parallel = 0;     // 0: only the pool bounds it
     bool fail_fast = false;
     // EASY backfill: while the head of the queue waits for devices, a later

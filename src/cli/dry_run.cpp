@@ -23,7 +23,8 @@ void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
             std::snprintf(buf, sizeof buf, "%.2fs", *expected[i]);
             expect = buf;
         }
-        out << s.seq << '\t' << s.label << '\t' << s.devices << '\t' << timeout << '\t' << expect << '\t' << s.line
+        const std::string devices = s.slots > 0 ? std::to_string(s.slots) + (s.slots == 1 ? " slot" : " slots") : std::to_string(s.devices);
+        out << s.seq << '\t' << s.label << '\t' << devices << '\t' << timeout << '\t' << expect << '\t' << s.line
             << '\t' << s.command << '\n';
     }
 }

@@ -19,6 +19,7 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
         job.line = spec.line;
         job.command = spec.command;
         job.port_count = static_cast<std::size_t>(spec.ports);
+        job.slots = static_cast<std::size_t>(spec.slots);
         job.retries = static_cast<std::size_t>(spec.retries.value_or(world.retries));
         if (!world.slurm_self.empty()) {
             // The ids are Slurm's to pick: the step replaces the placeholders.

@@ -168,6 +168,26 @@ bool report_oversized(const std::string& file, const std::vector<cmdfile::JobSpe
     return any;
 }
 
+// Jobs of slots=S that can never fit, compiler-style; true if there was one.
+bool report_slots(const std::string& file, const std::vector<cmdfile::JobSpec>& specs, bool slurm,
+                  std::size_t device_slots)
+{
+    bool any = false;
+    for (const auto& s : specs) {
+        if (s.slots == 0 || (!slurm && static_cast<std::size_t>(s.slots) <= device_slots))
+            continue;
+        any = true;
+        const std::string why =
+            slurm ? "--launcher slurm does not share a GPU between steps (that needs Slurm's --gres=shard)"
+                  : "a device has " + std::to_string(device_slots) + " (--device-slots)";
+        std::cerr << cmdfile::format_diagnostic(file, {s.line, 1,
+                                                       "job '" + s.label + "' needs " + std::to_string(s.slots) +
+                                                           " slots of one device but " + why})
+                  << "\n";
+    }
+    return any;
+}
+
 // A stop signal taken now (SIGINT, SIGTERM, SIGHUP), 0 if none; SIGUSR1
 // is answered with `doing`, what pto-par is busy with.
 int stop_signal_now(cli::EarlySignals& signals, const std::string& doing)
@@ -315,6 +335,10 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         std::cout << "pto-par " PTO_PAR_VERSION "\n";
         return 0;
     }
+    if (opt.slurm && opt.device_slots)
+        return usage_error("--device-slots does not go with --launcher slurm: sharing a GPU between steps needs "
+                           "Slurm's own sharing (--gres=shard)");
+    const std::size_t device_slots = opt.device_slots.value_or(1);
     std::optional<SlurmSetup> slurm;
     if (opt.slurm) {
         auto s = slurm_setup(opt, argc, argv);
@@ -361,6 +385,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (slurm ? report_oversized_per_node(display_name, specs, *slurm)
               : report_oversized(display_name, specs, *pool, opt.devices == "auto"))
         return exit_usage;
+    if (report_slots(display_name, specs, slurm.has_value(), device_slots))
+        return exit_usage;
     bool too_many_ports = false;
     const int range = opt.port_high - opt.port_low + 1;
     for (const auto& s : specs)
@@ -379,11 +405,11 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     // step when it has none).
     const std::size_t max_parallel =
         opt.jobs.value_or(slurm ? std::max(slurm->devices, slurm->nodes.size())
-                                : auto_parallel(opt.platform, pool->ids.size()));
+                                : auto_parallel(opt.platform, pool->ids.size() * device_slots));
     const std::string pool_text =
         slurm ? "Slurm job " + slurm->job_id + " nodes " + describe_nodes(slurm->nodes)
               : "pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) + " from " +
-                    pool->source;
+                    pool->source + (device_slots > 1 ? ", " + std::to_string(device_slots) + " slots per device" : "");
     const std::string plan_header = pool_text + ", platform " + opt.platform + ", -j " +
                                     std::to_string(max_parallel) + ", " + std::to_string(specs.size()) + " jobs" +
                                     planned->description;
@@ -415,6 +441,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         jobs[i].expected_s = planned->expected[i];
     RunOptions ro;
     ro.pool = pool->ids;
+    ro.device_slots = device_slots;
     ro.max_parallel = max_parallel;
     ro.fail_fast = opt.fail_fast;
     ro.backfill = opt.backfill;

@@ -38,6 +38,7 @@ enum LongOnly {
     opt_color,
     opt_ci,
     opt_progress,
+    opt_device_slots,
 };
 
 const option long_options[] = {
@@ -71,6 +72,7 @@ const option long_options[] = {
     {"color", required_argument, nullptr, opt_color},
     {"ci", required_argument, nullptr, opt_ci},
     {"progress", required_argument, nullptr, opt_progress},
+    {"device-slots", required_argument, nullptr, opt_device_slots},
     {"help", no_argument, nullptr, 'h'},
     {"version", no_argument, nullptr, 'V'},
     {nullptr, 0, nullptr, 0},
@@ -281,6 +283,16 @@ Expected<Options> parse_options(int argc, char** argv)
             o.retries = n;
             break;
         }
+        case opt_device_slots: {
+            const std::string_view text(arg);
+            std::size_t n = 0;
+            const auto r = std::from_chars(text.data(), text.data() + text.size(), n);
+            if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size() || n < 1 || n > 1024)
+                return fail("invalid value '" + std::string(text) +
+                            "' for --device-slots: expected an integer from 1 to 1024");
+            o.device_slots = n;
+            break;
+        }
         case opt_rerun_failed:
             if (*arg == '\0')
                 return fail("--rerun-failed needs a file");
@@ -337,11 +349,13 @@ Devices and parallelism:
                          $SLURM_STEP_GPUS, $SLURM_JOB_GPUS that is set, else
                          /dev/davinciN, else /dev/nvidiaN, else no devices)
       --device SPEC      same as --devices
-  -j, --jobs N|auto      most jobs at once (default auto: the pool size on
-                         hardware, min(nproc, pool) on a *sim platform, nproc
+  -j, --jobs N|auto      most jobs at once (default auto: the pool's slots on
+                         hardware, min(nproc, slots) on a *sim platform, nproc
                          with no devices)
   -p, --platform NAME    platform; a name ending in 'sim' is a simulator
                          (default $PTO_PLATFORM, else hw)
+      --device-slots K   K slots per device: a line's slots=S takes S of one
+                         device, beside other such jobs (default 1)
   -e, --device-env NAME  also give each job its device ids in variable NAME,
                          e.g. CUDA_VISIBLE_DEVICES (repeatable)
       --shell PATH       run each line as PATH -c LINE (default /bin/sh)
@@ -401,7 +415,8 @@ Output and reports:
   -V, --version          the version
 
 Each line of FILE is one job, run by the shell; '@2 CMD' needs two devices,
-'@0 CMD' none, '@label=NAME,timeout=SECS' sets more (see pto-par.cmds(5)).
+'@0 CMD' none, '@slots=1 CMD' one slot of a device, '@label=NAME,timeout=SECS'
+sets more (see pto-par.cmds(5)).
 {devices}, {device_list}, {ndevices}, {label} and {seq} are replaced in CMD.
 
 Exit status: 0 all passed, 1 some job failed, timed out or was killed,

@@ -19,6 +19,7 @@ struct Options {
     std::string devices = "auto";        // -d: a range, "none" or "auto"
     std::optional<std::size_t> jobs;     // -j N; nothing for auto
     std::string platform;                // -p, else $PTO_PLATFORM, else "hw"
+    std::optional<std::size_t> device_slots;  // --device-slots K; 1 when not given
     bool fail_fast = false;
     double kill_grace_s = 5;
     std::optional<double> timeout_s;

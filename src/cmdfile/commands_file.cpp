@@ -165,14 +165,17 @@ struct Directive {
     std::optional<double> timeout_s;
     std::optional<long> ports;
     std::optional<long> retries;
+    std::optional<long> slots;
 };
 
-constexpr std::string_view known_keys = "known keys are devices, label, timeout, ports and retries";
+constexpr std::string_view known_keys = "known keys are devices, slots, label, timeout, ports and retries";
 
 // More than a range of ports or a CI's patience could ever use; past it a
 // value is a typo.
 constexpr long max_ports = 65535;
 constexpr long max_retries = 100;
+// As many jobs as could share one device: more than any --device-slots.
+constexpr long max_slots = 1024;
 
 std::optional<long> parse_device_count(std::string_view s) {
     if (s.empty() || !std::all_of(s.begin(), s.end(),
@@ -208,11 +211,15 @@ public:
             item(word.substr(start, end - start), offset + start);
             start = end + 1;
         }
+        if (result_.slots && result_.devices)
+            error(offset, "slots=" + std::to_string(*result_.slots) +
+                              " takes slots of one device; it cannot go with a device count in " +
+                              quote(word_));
         return std::move(result_);
     }
 
 private:
-    enum class Key { devices, label, timeout, ports, retries };
+    enum class Key { devices, label, timeout, ports, retries, slots };
 
     void item(std::string_view text, std::size_t offset) {
         if (text.empty()) {
@@ -271,6 +278,7 @@ private:
         case Key::timeout: return timeout(value, offset);
         case Key::ports: return count(result_.ports, "port count", max_ports, value, offset);
         case Key::retries: return count(result_.retries, "retry count", max_retries, value, offset);
+        case Key::slots: return count(result_.slots, "slot count", max_slots, value, offset, 1);
         }
     }
 
@@ -314,13 +322,14 @@ private:
     }
 
     void count(std::optional<long>& into, const char* what, long max, std::string_view value,
-               std::size_t offset) {
+               std::size_t offset, long min = 0) {
         long v = 0;
         const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-        if (value.empty() || ec != std::errc{} || ptr != value.data() + value.size() || v < 0 || v > max ||
+        if (value.empty() || ec != std::errc{} || ptr != value.data() + value.size() || v < min || v > max ||
             value.front() == '+' || value.front() == '-')
-            error(offset, std::string("invalid ") + what + " " + quote(value) + "; expected an integer from 0 to " +
-                              std::to_string(max));
+            error(offset, std::string("invalid ") + what + " " + quote(value) + "; expected an integer from " +
+                              std::to_string(min) + " to " + std::to_string(max) +
+                              (min == 1 && v == 0 && ec == std::errc{} ? " (a job that needs no device is '@0')" : ""));
         else
             into = v;
     }
@@ -331,6 +340,7 @@ private:
         if (key == "timeout") return Key::timeout;
         if (key == "ports") return Key::ports;
         if (key == "retries") return Key::retries;
+        if (key == "slots") return Key::slots;
         return std::nullopt;
     }
 
@@ -344,7 +354,7 @@ private:
     LabelLines& labels_;
     std::string_view word_;
     Directive result_;
-    std::array<bool, 5> seen_{};
+    std::array<bool, 6> seen_{};
 };
 
 // ---- default labels -------------------------------------------------------
@@ -516,6 +526,7 @@ private:
         j.timeout_s = d.timeout_s;
         j.ports = static_cast<int>(d.ports.value_or(0));
         if (d.retries) j.retries = static_cast<int>(*d.retries);
+        if (d.slots) j.slots = static_cast<int>(*d.slots);
         j.command = std::string(command);
         jobs_.push_back(std::move(j));
     }

@@ -15,7 +15,8 @@ struct JobSpec {
     std::size_t line = 0;       // 1-based line where the job starts
     std::string label;          // explicit, or a readable default unique in the file
     bool label_given = false;   // true when the file said label=...
-    int devices = 1;            // devices the job needs
+    int devices = 1;            // whole devices the job needs (1 with slots)
+    int slots = 0;              // slots=S: S slots of one device instead of whole devices
     std::optional<double> timeout_s;  // timeout=..., seconds
     int ports = 0;                    // ports=N: consecutive TCP ports it needs
     std::optional<int> retries;       // retries=N: runs again after a failure, up to N times

@@ -1,5 +1,8 @@
-// The devices of this machine given with -d: ids from one pool, by its
-// allocation rule.
+// The devices of this machine given with -d, each with K slots
+// (--device-slots): a whole-device job takes all the slots of the ids the
+// pool's rule gives it; a job of S slots takes S of one device, beside
+// other such jobs on it. No slot is held by two jobs, and a whole-device
+// job shares its devices with nothing.
 #pragma once
 
 #include "devices/device_pool.hpp"
@@ -9,17 +12,25 @@ namespace pto::placement {
 
 class LocalDevices final : public Devices {
 public:
-    explicit LocalDevices(std::vector<int> ids) : pool_(std::move(ids)) {}
+    explicit LocalDevices(std::vector<int> ids, std::size_t slots_per_device = 1);
 
-    bool acquire(std::size_t count, Grant& grant) override;
-    void release(const Grant& grant) override { pool_.release(grant.devices); }
-    void withhold(const Grant& grant) override { pool_.withhold(grant.devices); }
+    bool acquire(std::size_t count, std::size_t slots, Grant& grant) override;
+    void release(const Grant& grant) override;
+    void withhold(const Grant& grant) override;
     std::size_t usable() const override { return pool_.usable(); }
-    bool fits_after(std::size_t count, std::span<const Grant* const> freed) const override;
+    bool fits_after(std::size_t count, std::size_t slots, std::span<const Grant* const> freed) const override;
     const char* scope() const override { return ""; }
 
 private:
+    std::size_t index_of(int id) const;
+    std::size_t taken(const Grant& grant) const { return grant.slots == 0 ? slots_ : grant.slots; }
+
+    // Whole devices: those with no slot taken and not withheld are free
+    // here, and handed out by its rule.
     DevicePool pool_;
+    std::size_t slots_;
+    std::vector<std::size_t> used_;  // slots taken, parallel to pool_.ids()
+    std::vector<bool> withheld_;     // parallel to pool_.ids()
 };
 
 }  // namespace pto::placement

@@ -12,7 +12,7 @@ Placement::Placement(std::unique_ptr<Devices> devices, int port_low, int port_hi
 tl::expected<Grant, Shortage> Placement::acquire(const Need& need)
 {
     Grant grant;
-    if (!devices_->acquire(need.devices, grant))
+    if (!devices_->acquire(need.devices, need.slots, grant))
         return tl::unexpected(Shortage::devices);
     auto ports = ports_.acquire(need.ports, runner::tcp_port_free);
     if (!ports) {
@@ -48,7 +48,7 @@ std::string Placement::shortfall(const Need& need) const
 
 bool Placement::fits_after(const Need& need, std::span<const Grant* const> freed) const
 {
-    return devices_->fits_after(need.devices, freed);
+    return devices_->fits_after(need.devices, need.slots, freed);
 }
 
 }  // namespace pto::placement

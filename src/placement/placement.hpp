@@ -19,6 +19,7 @@ namespace pto::placement {
 struct Need {
     std::size_t devices = 0;
     std::size_t ports = 0;
+    std::size_t slots = 0;  // > 0: this many slots of one device instead of whole devices
 };
 
 // What one job holds while it runs.
@@ -28,6 +29,7 @@ struct Grant {
     std::string node;          // under Slurm: the node the job goes to; empty otherwise
     std::size_t node_index = 0;
     std::size_t device_count = 0;  // what was granted, also where the ids are not known here
+    std::size_t slots = 0;         // slots of its one device; 0: whole devices
 };
 
 enum class Shortage { devices, ports };
@@ -36,8 +38,9 @@ enum class Shortage { devices, ports };
 class Devices {
 public:
     virtual ~Devices() = default;
-    // Fills `grant`'s device fields, or false when `count` are not free now.
-    virtual bool acquire(std::size_t count, Grant& grant) = 0;
+    // Fills `grant`'s device fields, or false when `count` whole devices
+    // (with `slots` > 0: that many slots of one device) are not free now.
+    virtual bool acquire(std::size_t count, std::size_t slots, Grant& grant) = 0;
     virtual void release(const Grant& grant) = 0;
     // Never handed out again in this run.
     virtual void withhold(const Grant& grant) = 0;
@@ -45,7 +48,7 @@ public:
     virtual std::size_t usable() const = 0;
     // Whether `count` would be free once `freed` are back, from what is free
     // now; false where the start of a job is not this run's to promise.
-    virtual bool fits_after(std::size_t count, std::span<const Grant* const> freed) const = 0;
+    virtual bool fits_after(std::size_t count, std::size_t slots, std::span<const Grant* const> freed) const = 0;
     // How the shortfall is said: "" or " on one node".
     virtual const char* scope() const = 0;
 };

@@ -13,8 +13,10 @@ SlurmNodes::SlurmNodes(const std::vector<SlurmNode>& nodes)
 // The node with the most free GPUs among those that have `count` free (the
 // first such in the allocation's order on a tie), so that steps spread over
 // the nodes' CPUs.
-bool SlurmNodes::acquire(std::size_t count, Grant& grant)
+bool SlurmNodes::acquire(std::size_t count, std::size_t slots, Grant& grant)
 {
+    if (slots > 0)
+        count = 1;
     const Node* best = nullptr;
     for (const auto& n : nodes_)
         if (n.free >= count && (best == nullptr || n.free > best->free))

@@ -16,12 +16,14 @@ class SlurmNodes final : public Devices {
 public:
     explicit SlurmNodes(const std::vector<SlurmNode>& nodes);
 
-    bool acquire(std::size_t count, Grant& grant) override;
+    // Slots are not shared under Slurm (the command line refuses them): a
+    // job of slots takes its one GPU.
+    bool acquire(std::size_t count, std::size_t slots, Grant& grant) override;
     void release(const Grant& grant) override;
     void withhold(const Grant& grant) override;
     std::size_t usable() const override;
     // Slurm decides when a step starts: no start is this run's to promise.
-    bool fits_after(std::size_t, std::span<const Grant* const>) const override { return false; }
+    bool fits_after(std::size_t, std::size_t, std::span<const Grant* const>) const override { return false; }
     const char* scope() const override { return " on one node"; }
 
 private:

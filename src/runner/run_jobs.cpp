@@ -64,6 +64,10 @@ Expected<void> check_fits(const std::vector<Job>& jobs, const RunOptions& option
     }
     const PortPool ports(options.port_low, options.port_high);
     for (const Job& job : jobs) {
+        if (job.slots > 0 && (options.slurm || job.slots > options.device_slots))
+            return fail("job '" + job.label + "' needs " + std::to_string(job.slots) + " slots of one device but " +
+                        (options.slurm ? std::string("devices have no slots under Slurm")
+                                       : "a device has " + std::to_string(options.device_slots)));
         if (job.device_count > most)
             return fail("job '" + job.label + "' needs " + std::to_string(job.device_count) + " devices but the " +
                         (options.slurm ? "largest node has " : "pool has ") + std::to_string(most));
@@ -79,7 +83,7 @@ std::unique_ptr<placement::Devices> make_devices(const RunOptions& options)
 {
     if (options.slurm)
         return std::make_unique<placement::SlurmNodes>(options.slurm->nodes);
-    return std::make_unique<placement::LocalDevices>(options.pool);
+    return std::make_unique<placement::LocalDevices>(options.pool, options.device_slots);
 }
 
 }  // namespace

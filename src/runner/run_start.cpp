@@ -19,7 +19,7 @@ bool is_shortage(int err)
 
 placement::Need Run::need(std::size_t index) const
 {
-    return {jobs_[index].device_count, jobs_[index].port_count};
+    return {jobs_[index].device_count, jobs_[index].port_count, jobs_[index].slots};
 }
 
 void Run::start_ready()

@@ -302,9 +302,19 @@ TEST_CASE("directive errors point at the offending item") {
     check_error("@2,gpus=1 cmd", 1, 4, {"unknown directive key 'gpus'"});
     check_error("@bar cmd", 1, 2,
                 {"unknown directive item 'bar'", "device count", "key=value",
-                 "devices, label, timeout, ports and retries"});
+                 "devices, slots, label, timeout, ports and retries"});
     check_error("@label cmd", 1, 2, {"directive key 'label' needs a value", "'label=...'"});
     check_error("@=3 cmd", 1, 2, {"missing key before '='", "'=3'"});
+}
+
+TEST_CASE("slots=S takes part of one device, and goes with no device count") {
+    const auto j = one_job("@slots=2,label=small x");
+    CHECK(j.slots == 2);
+    CHECK(j.devices == 1);
+    CHECK(one_job("@1 x").slots == 0);
+    check_error("@slots=0 cmd", 1, 2, {"invalid slot count '0'", "'@0'"});
+    check_error("@slots=x cmd", 1, 2, {"invalid slot count 'x'; expected an integer from 1 to 1024"});
+    check_error("@2,slots=1 cmd", 1, 1, {"slots=1 takes slots of one device; it cannot go with a device count"});
 }
 
 TEST_CASE("a key given twice is an error at the second occurrence") {

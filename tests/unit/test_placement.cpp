@@ -90,4 +90,53 @@ TEST_CASE("Slurm nodes: the node with most free, counts only, one node per job")
     CHECK(p.acquire({2, 0})->node == "n1");
 }
 
+TEST_CASE("slots: the fullest device with room, whole devices only when nothing of them is taken")
+{
+    Placement p(std::make_unique<LocalDevices>(V{0, 1, 2}, 4), 1, 0);
+    auto a = p.acquire({1, 0, 3});
+    REQUIRE(a);
+    CHECK(a->devices == V{0});
+    auto b = p.acquire({1, 0, 2});  // 0 has 1 slot left: the next free device
+    REQUIRE(b);
+    CHECK(b->devices == V{1});
+    auto c = p.acquire({1, 0, 1});  // the fullest with room: 0
+    REQUIRE(c);
+    CHECK(c->devices == V{0});
+    auto whole = p.acquire({2, 0});
+    CHECK_FALSE(whole);  // only 2 is untouched
+    p.release(*b);
+    whole = p.acquire({2, 0});
+    REQUIRE(whole);
+    CHECK(whole->devices == V{1, 2});
+    CHECK_FALSE(p.acquire({1, 0, 1}));  // 0 is full, 1 and 2 are whole-held
+    p.release(*a);
+    CHECK(p.acquire({1, 0, 3})->devices == V{0});
+}
+
+TEST_CASE("slots: a withheld device stays out once its last slot is given back")
+{
+    Placement p(std::make_unique<LocalDevices>(V{0, 1}, 2), 1, 0);
+    auto a = p.acquire({1, 0, 1});
+    auto b = p.acquire({1, 0, 1});
+    REQUIRE((a && b));
+    CHECK(a->devices == b->devices);
+    p.withhold(*a);
+    p.release(*b);
+    CHECK(p.acquire({1, 0})->devices == V{1});
+    CHECK_FALSE(p.acquire({1, 0, 1}));
+    CHECK_FALSE(p.usable_for({2, 0}));
+}
+
+TEST_CASE("slots: fits_after counts slots given back")
+{
+    Placement p(std::make_unique<LocalDevices>(V{0}, 4), 1, 0);
+    auto a = p.acquire({1, 0, 3});
+    REQUIRE(a);
+    const Grant* freed[] = {&*a};
+    CHECK_FALSE(p.fits_after({1, 0, 2}, {}));
+    CHECK(p.fits_after({1, 0, 2}, freed));
+    CHECK_FALSE(p.fits_after({1, 0}, {}));
+    CHECK(p.fits_after({1, 0}, freed));
+}
+
 }

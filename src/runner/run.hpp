@@ -36,6 +36,8 @@ private:
     void start_ready();
     void backfill(std::size_t head);
     bool start(std::size_t index, placement::Grant grant);
+    Expected<std::unique_ptr<JobProcess>> spawn(std::size_t index, const LaunchSpec& spec, JobOutput output,
+                                                const StopTimes& times);
     void fail_to_start(std::size_t index, placement::Grant grant, const Error& why);
     void throttle(const Error& why);
     void note_step_start(JobProcess& j);

@@ -137,71 +137,74 @@ void Run::throttle(const Error& why)
            "); each further job waits for one to end" + raise);
 }
 
+// Everything a process needs is taken before it starts (its spill file's
+// descriptor, its cgroup, its pipe, the process itself): a shortage then
+// makes it wait, and never loses output it would have written.
+Expected<std::unique_ptr<JobProcess>> Run::spawn(std::size_t index, const LaunchSpec& spec, JobOutput output,
+                                                 const StopTimes& times)
+{
+    const auto started = Clock::now();
+    std::optional<JobCgroup> cgroup;
+    if (cgroup_ != nullptr) {
+        auto cg = cgroup_->make_job("job-" + std::to_string(++launches_));
+        if (!cg)
+            return tl::unexpected(cg.error());
+        cgroup = std::move(*cg);
+    }
+    auto child = launch(spec, ctx_, cgroup ? cgroup->dir_fd() : -1, cgroup ? cgroup->procs_fd() : -1);
+    if (cgroup)
+        cgroup->close_start_fds();
+    if (!child)
+        return tl::unexpected(child.error());
+    return std::make_unique<JobProcess>(index, child->pid, std::move(child->output), std::move(cgroup),
+                                        std::move(output), started, times);
+}
+
 // False when the job could not start for lack of a resource (descriptors,
 // processes, memory) while others run: it stays at the head of the queue
 // until one of them ends and gives back what it held.
 bool Run::start(std::size_t index, placement::Grant grant)
 {
     const Job& job = jobs_[index];
-    const auto started = Clock::now();
-
     auto spec = job.build ? job.build(Allocation{grant.devices, grant.ports}) : fail("job has no build function");
     if (!spec) {
         fail_to_start(index, std::move(grant), spec.error());
         return true;
     }
-    // Everything the job needs is taken before it starts (its spill file's
-    // descriptor, its cgroup, its pipe, its process): a shortage then makes
-    // it wait, and never loses output it would have written.
+    if (!grant.node.empty())
+        spec->argv = step_argv(*opt_.slurm, grant.node, job.device_count, spec->argv);
     auto output = opt_.whole_output || opt_.keep_output
                       ? JobOutput::reserve(opt_.spill_place, opt_.output_memory_limit)
                       : Expected<JobOutput>(JobOutput::tail_only(opt_.output_memory_limit));
-    std::optional<JobCgroup> cgroup;
-    Expected<Child> child = fail("not started");
-    if (!output) {
-        child = tl::unexpected(output.error());
-    } else if (cgroup_ != nullptr) {
-        auto cg = cgroup_->make_job("job-" + std::to_string(++launches_));
-        if (cg)
-            cgroup = std::move(*cg);
-        else
-            child = tl::unexpected(cg.error());
-    }
-    if (!grant.node.empty())
-        spec->argv = step_argv(*opt_.slurm, grant.node, job.device_count, spec->argv);
-    if (output && (cgroup_ == nullptr || cgroup))
-        child = launch(*spec, ctx_, cgroup ? cgroup->dir_fd() : -1, cgroup ? cgroup->procs_fd() : -1);
-    if (cgroup)
-        cgroup->close_start_fds();
-    if (!child) {
-        if (is_shortage(child.error().sys_errno) && !set_.empty()) {
+    auto j = output ? spawn(index, *spec, std::move(*output), stop_times_)
+                    : Expected<std::unique_ptr<JobProcess>>(tl::unexpected(output.error()));
+    if (!j) {
+        if (is_shortage(j.error().sys_errno) && !set_.empty()) {
             placement_.release(grant);
-            throttle(child.error());
+            throttle(j.error());
             return false;
         }
-        fail_to_start(index, std::move(grant), child.error());
+        fail_to_start(index, std::move(grant), j.error());
         return true;
     }
     JobResult& res = results_[index];
     res.devices = grant.devices;
     res.ports = grant.ports;
     res.start = unix_now();
-    res.pid = child->pid;
-    auto j = std::make_unique<JobProcess>(index, child->pid, std::move(child->output), std::move(cgroup),
-                                          std::move(*output), started, stop_times_);
+    res.pid = (*j)->pid();
     const bool step = !grant.node.empty();
     if (step) {
         // It starts when its task runs: until then it waits for Slurm.
         res.node = grant.node;
-        j->set_step(StepState(grant.node, step_control_));
+        (*j)->set_step(StepState(grant.node, step_control_));
     }
     grants_[index] = std::move(grant);
     if (!step) {
         if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
-            j->life.set_limit(started + to_duration(*limit));
-        j->start_reported = true;
+            (*j)->life.set_limit((*j)->started() + to_duration(*limit));
+        (*j)->start_reported = true;
     }
-    set_.add(std::move(j));
+    set_.add(std::move(*j));
     if (!step && opt_.observer != nullptr)
         opt_.observer->on_start(job, res);
     return true;

@@ -87,6 +87,10 @@ struct Attempt {
     double start = 0;
     double end = 0;
     double duration_s = 0;
+    // Devices that the health check found sick after this try
+    // (RunOptions::device_check): the job ran again on others, once, and
+    // its verdict is that of the next try.
+    std::vector<int> sick;
 };
 
 struct JobResult {
@@ -152,6 +156,10 @@ public:
     // One of RunOptions::watched_signals arrived (read in the run's loop,
     // like its own signals, so the observer acts on it outside a handler).
     virtual void on_signal(int /*sig*/) {}
+    // The health check of `device` failed (RunOptions::device_check): it is
+    // withheld for the rest of the run. `why` says how the check ended,
+    // `output` is what it wrote.
+    virtual void on_device_sick(int /*device*/, const std::string& /*why*/, const JobOutput& /*output*/) {}
 };
 
 // Something besides the jobs that the run's one poll() waits on, such as an
@@ -237,6 +245,15 @@ struct RunOptions {
     // same FIFO and the same rule that no two running jobs share one.
     int port_low = 29500;
     int port_high = 30499;
+    // A health check of one device, run like a job (in the same loop, with
+    // its output kept) on every device before the first job that uses it,
+    // and again on a device after a job on it failed, timed out or died of
+    // a signal the run did not send, before it is handed on. A check that
+    // fails (non-zero, a signal, or past device_check_timeout_s) makes the
+    // device sick: withheld for the rest of the run; the job whose failure
+    // led to it runs again on other devices, once. Not under `slurm`.
+    std::function<Expected<LaunchSpec>(int device)> device_check;
+    double device_check_timeout_s = 60;
 };
 
 struct RunSummary {
@@ -245,6 +262,7 @@ struct RunSummary {
     bool timed_out = false;          // the run's own time limit expired
     Containment containment = Containment::process_group;  // what was in force
     std::vector<int> withheld;       // devices taken out of the pool: their last job could not be stopped
+    std::vector<int> sick;           // devices taken out of the pool: their health check failed
 };
 
 // What `mode` would give here and now, in words for -v and --dry-run:

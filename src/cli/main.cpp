@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -335,6 +336,9 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         std::cout << "pto-par " PTO_PAR_VERSION "\n";
         return 0;
     }
+    if (opt.slurm && !opt.device_check.empty())
+        return usage_error("--device-check does not go with --launcher slurm yet: the checks run on this machine's "
+                           "devices, not on the allocation's nodes");
     if (opt.slurm && opt.device_slots)
         return usage_error("--device-slots does not go with --launcher slurm: sharing a GPU between steps needs "
                            "Slurm's own sharing (--gres=shard)");
@@ -417,8 +421,17 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
                                    : describe_containment(opt.contain);
     if (!containment)
         return usage_error(containment.error().message);
+    const auto check_text = [&opt](const std::string& lead) {
+        if (opt.device_check.empty())
+            return std::string();
+        char limit[32];
+        std::snprintf(limit, sizeof limit, "%g", opt.device_check_timeout_s);
+        return lead + "each device checked before its first job and after a failure on it by: " + opt.device_check +
+               " (at most " + limit + "s)";
+    };
     if (opt.dry_run) {
-        cli::print_plan(std::cout, specs, planned->expected, plan_header + "\n# jobs contained by " + *containment);
+        cli::print_plan(std::cout, specs, planned->expected,
+                        plan_header + "\n# jobs contained by " + *containment + check_text("\n# "));
         if (slurm)
             cli::print_slurm_plan(std::cout, specs, slurm->nodes);
         std::cout.flush();
@@ -437,11 +450,20 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
 
     const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string()};
     auto jobs = cli::build_jobs(specs, world);
+    // The check is run like a job of one device, labelled device-check.
+    cmdfile::JobSpec check_spec;
+    check_spec.label = "device-check";
+    check_spec.command = opt.device_check;
+    std::vector<Job> check = cli::build_jobs(std::span<const cmdfile::JobSpec>(&check_spec, 1), world);
     for (std::size_t i = 0; i < jobs.size(); ++i)
         jobs[i].expected_s = planned->expected[i];
     RunOptions ro;
     ro.pool = pool->ids;
     ro.device_slots = device_slots;
+    if (!opt.device_check.empty()) {
+        ro.device_check = [&build = check.front().build](int id) { return build(Allocation{std::span<const int>(&id, 1), {}}); };
+        ro.device_check_timeout_s = opt.device_check_timeout_s;
+    }
     ro.max_parallel = max_parallel;
     ro.fail_fast = opt.fail_fast;
     ro.backfill = opt.backfill;
@@ -526,6 +548,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (opt.verbosity > 0) {
         status.note(plan_header);
         status.note("jobs contained by " + *containment);
+        if (!opt.device_check.empty())
+            status.note(check_text(""));
     }
 
     const auto t0 = std::chrono::steady_clock::now();

@@ -39,6 +39,8 @@ enum LongOnly {
     opt_ci,
     opt_progress,
     opt_device_slots,
+    opt_device_check,
+    opt_device_check_timeout,
 };
 
 const option long_options[] = {
@@ -73,6 +75,8 @@ const option long_options[] = {
     {"ci", required_argument, nullptr, opt_ci},
     {"progress", required_argument, nullptr, opt_progress},
     {"device-slots", required_argument, nullptr, opt_device_slots},
+    {"device-check", required_argument, nullptr, opt_device_check},
+    {"device-check-timeout", required_argument, nullptr, opt_device_check_timeout},
     {"help", no_argument, nullptr, 'h'},
     {"version", no_argument, nullptr, 'V'},
     {nullptr, 0, nullptr, 0},
@@ -192,12 +196,14 @@ Expected<Options> parse_options(int argc, char** argv)
         case opt_kill_grace:
         case opt_timeout:
         case opt_job_timeout:
-        case opt_dump_grace: {
+        case opt_dump_grace:
+        case opt_device_check_timeout: {
             const bool grace = c == opt_kill_grace || c == opt_dump_grace;
-            const char* opt_name = c == opt_kill_grace  ? "--kill-grace"
-                                   : c == opt_timeout   ? "--timeout"
+            const char* opt_name = c == opt_kill_grace    ? "--kill-grace"
+                                   : c == opt_timeout     ? "--timeout"
                                    : c == opt_job_timeout ? "--job-timeout"
-                                                          : "--dump-grace";
+                                   : c == opt_dump_grace  ? "--dump-grace"
+                                                          : "--device-check-timeout";
             auto v = parse_seconds_option(opt_name, arg, grace);
             if (!v)
                 return tl::unexpected(v.error());
@@ -207,8 +213,10 @@ Expected<Options> parse_options(int argc, char** argv)
                 o.timeout_s = *v;
             else if (c == opt_job_timeout)
                 o.job_timeout_s = *v;
-            else
+            else if (c == opt_dump_grace)
                 o.dump_grace_s = *v;
+            else
+                o.device_check_timeout_s = *v;
             break;
         }
         case opt_output: {
@@ -283,6 +291,11 @@ Expected<Options> parse_options(int argc, char** argv)
             o.retries = n;
             break;
         }
+        case opt_device_check:
+            if (std::string_view(arg).find_first_not_of(" \t") == std::string_view::npos)
+                return fail("--device-check needs a command, e.g. --device-check 'nvidia-smi -i {devices}'");
+            o.device_check = arg;
+            break;
         case opt_device_slots: {
             const std::string_view text(arg);
             std::size_t n = 0;
@@ -356,6 +369,11 @@ Devices and parallelism:
                          (default $PTO_PLATFORM, else hw)
       --device-slots K   K slots per device: a line's slots=S takes S of one
                          device, beside other such jobs (default 1)
+      --device-check CMD run CMD (with {devices}, PTO_PAR_DEVICES: one device)
+                         on each device before its first job and after a job
+                         on it failed; a device whose check fails is withheld
+                         and that job runs again elsewhere, once
+      --device-check-timeout SECS  a check's time limit (default 60)
   -e, --device-env NAME  also give each job its device ids in variable NAME,
                          e.g. CUDA_VISIBLE_DEVICES (repeatable)
       --shell PATH       run each line as PATH -c LINE (default /bin/sh)

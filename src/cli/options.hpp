@@ -20,6 +20,8 @@ struct Options {
     std::optional<std::size_t> jobs;     // -j N; nothing for auto
     std::string platform;                // -p, else $PTO_PLATFORM, else "hw"
     std::optional<std::size_t> device_slots;  // --device-slots K; 1 when not given
+    std::string device_check;             // --device-check CMD; empty: none
+    double device_check_timeout_s = 60;   // --device-check-timeout
     bool fail_fast = false;
     double kill_grace_s = 5;
     std::optional<double> timeout_s;

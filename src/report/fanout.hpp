@@ -61,6 +61,11 @@ public:
         for (auto* o : observers_)
             o->on_signal(sig);
     }
+    void on_device_sick(int device, const std::string& why, const JobOutput& out) override
+    {
+        for (auto* o : observers_)
+            o->on_device_sick(device, why, out);
+    }
 
 private:
     std::vector<RunObserver*> observers_;

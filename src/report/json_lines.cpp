@@ -93,8 +93,18 @@ std::string job_json(const Job& job, const JobResult& r)
             return a;
         };
         o += ",\"attempts\":[";
-        for (const auto& a : r.attempts)
-            o += attempt(a.status, a.exit_code, a.signal, a.devices, a.start, a.end, a.duration_s) + ",";
+        for (const auto& a : r.attempts) {
+            o += attempt(a.status, a.exit_code, a.signal, a.devices, a.start, a.end, a.duration_s);
+            if (!a.sick.empty()) {
+                // Which of its devices the health check then found sick.
+                o.pop_back();
+                o += ",\"sick\":[";
+                for (std::size_t i = 0; i < a.sick.size(); ++i)
+                    o += (i ? "," : "") + std::to_string(a.sick[i]);
+                o += "]}";
+            }
+            o += ",";
+        }
         const JobStatus last = r.status == JobStatus::flaky ? JobStatus::passed : r.status;
         o += attempt(last, r.exit_code, r.signal, r.devices, r.start, r.end, r.duration_s) + "]";
     }

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <pto/devices.hpp>
+
 #include "common/text.hpp"
 
 namespace pto::report {
@@ -47,6 +49,8 @@ std::string format_progress(const Progress& p, std::size_t width)
     std::string tail;
     if (p.failed > 0)
         tail += std::string(dot) + std::to_string(p.failed) + " failed";
+    if (!p.sick.empty())
+        tail += std::string(dot) + "sick: " + format_device_range(p.sick);
     tail += std::string(dot) + clock_text(p.elapsed_s);
 
     // The labels that fit, in start order; the rest is one "…".
@@ -250,6 +254,12 @@ void ProgressLine::on_finish(const Job&, const JobResult& r, const JobOutput&)
 void ProgressLine::on_cancel(const Job&, const JobResult&)
 {
     ++state_.done;
+    changed();
+}
+
+void ProgressLine::on_device_sick(int device, const std::string&, const JobOutput&)
+{
+    state_.sick.insert(std::upper_bound(state_.sick.begin(), state_.sick.end(), device), device);
     changed();
 }
 

@@ -1,5 +1,5 @@
 // The line kept at the bottom of a terminal while a run goes on, as ninja
-// keeps its status line: "[12/80] 3 running: a, b, … · 1 failed · 2:14".
+// keeps its status line: "[12/80] 3 running: a, b, … · 1 failed · sick: 2 · 2:14".
 // Every other line pto-par writes to that terminal (status lines, and job
 // output when standard output is the same terminal) first takes it away;
 // it comes back at most ten times a second, and once a second for the
@@ -28,6 +28,7 @@ struct Progress {
     std::size_t total = 0;
     std::vector<std::string> running;  // labels as printable() makes them, in start order
     std::size_t failed = 0;  // failed, timed out or killed
+    std::vector<int> sick;   // devices whose health check failed
     double elapsed_s = 0;
     std::string stopping;    // why the run is stopping; empty while it goes on
 };
@@ -54,6 +55,7 @@ public:
     void on_finish(const Job&, const JobResult&, const JobOutput&) override;
     void on_cancel(const Job&, const JobResult&) override;
     void on_retry(const Job&, const JobResult&, const JobOutput&) override;
+    void on_device_sick(int device, const std::string&, const JobOutput&) override;
     void on_stopping(const char* reason) override;
     void on_signal(int sig) override;  // SIGWINCH, SIGCONT: draw again
 

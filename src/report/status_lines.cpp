@@ -1,5 +1,6 @@
 #include "report/status_lines.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <pto/devices.hpp>
@@ -46,6 +47,15 @@ const char* colour_of(JobStatus s)
     case JobStatus::cancelled: return "\x1b[2m";  // dim
     }
     return "";
+}
+
+// How many tries the job may have: its retries, and one more for each try
+// that a sick device failed.
+std::size_t tries(const Job& job, const JobResult& r)
+{
+    return job.retries + 1 +
+           static_cast<std::size_t>(std::count_if(r.attempts.begin(), r.attempts.end(),
+                                                  [](const Attempt& a) { return !a.sick.empty(); }));
 }
 
 }  // namespace
@@ -133,8 +143,8 @@ void StatusLines::on_finish(const Job& job, const JobResult& r, const JobOutput&
     std::string line = format_finish_line(r);
     if (!r.attempts.empty()) {
         line.pop_back();
-        line += " (" + std::string(r.status == JobStatus::flaky ? "passed on" : "last of") + " attempt " +
-                std::to_string(r.attempts.size() + 1) + " of " + std::to_string(job.retries + 1) + ")\n";
+        line += " (" + std::string(r.status == JobStatus::flaky || r.status == JobStatus::passed ? "passed on" : "last of") + " attempt " +
+                std::to_string(r.attempts.size() + 1) + " of " + std::to_string(tries(job, r)) + ")\n";
     }
     err_.write(paint(std::move(line), r.status));  // see on_start
 }
@@ -147,8 +157,13 @@ void StatusLines::on_retry(const Job& job, const JobResult& r, const JobOutput&)
     const auto word = line.find(' ') + 1;
     line.replace(word, line.find(' ', word) - word, "RETRY");
     line.pop_back();
-    line += " (attempt " + std::to_string(r.attempts.size()) + " of " + std::to_string(job.retries + 1) +
-            "; running it again)\n";
+    const auto& sick = r.attempts.back().sick;
+    if (!sick.empty())
+        line += " (device" + std::string(sick.size() == 1 ? " " : "s ") + devices_text(sick) +
+                " failed the health check; running it again on other devices)\n";
+    else
+        line += " (attempt " + std::to_string(r.attempts.size()) + " of " + std::to_string(tries(job, r)) +
+                "; running it again)\n";
     err_.write(paint(std::move(line), JobStatus::flaky));  // see on_start
 }
 
@@ -161,6 +176,23 @@ void StatusLines::on_cancel(const Job&, const JobResult& r)
 void StatusLines::on_stopping(const char* reason)
 {
     note(std::string("stopping (") + reason + "): starting nothing more, stopping running jobs");
+}
+
+void StatusLines::on_device_sick(int device, const std::string& why, const JobOutput& output)
+{
+    std::string text = "[pto-par] SICK device " + std::to_string(device) + ": " + text::printable(why) +
+                       "; withheld for the rest of the run";
+    const auto shown = output.tail(timeout_dump_bytes);
+    if (shown.empty()) {
+        err_.write(text + " (its check printed nothing)\n");  // see on_start
+        return;
+    }
+    text += "; its check printed:\n";
+    text.append(shown);
+    if (shown.back() != '\n')
+        text += '\n';
+    text += "[pto-par] end of the check of device " + std::to_string(device) + "\n";
+    err_.write(text);  // see on_start
 }
 
 void StatusLines::on_timeout(const Job&, const JobResult& r, const JobOutput& output, double elapsed_s)

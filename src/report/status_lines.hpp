@@ -33,6 +33,7 @@ public:
     void on_timeout(const Job&, const JobResult&, const JobOutput& output, double elapsed_s) override;
     void on_status(const StatusReport& report) override;
     void on_notice(const std::string& text) override { note(text); }
+    void on_device_sick(int device, const std::string& why, const JobOutput& output) override;
 
     // Any line of ours, e.g. where the pool came from.
     void note(const std::string& text) const;

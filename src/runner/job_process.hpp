@@ -68,6 +68,8 @@ public:
     void kill_all() const override;
 
     JobLifecycle life;
+    int checked_device = -1;             // >= 0: a health check of this device, not a job
+    bool is_check() const { return checked_device >= 0; }
     bool exit_handled = false;           // the scheduler has taken the leader's end into account
     bool start_reported = false;         // observers have seen it start (a step: once its task runs)
 

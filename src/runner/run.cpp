@@ -30,7 +30,10 @@ Run::Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, 
     : jobs_(jobs), opt_(opt), ctx_(ctx), cgroup_(cgroup), set_(signals, opt.poll_clients), helpers_(helpers),
       placement_(placement),
       stop_times_{to_duration(opt.kill_grace_s), to_duration(opt.dump_grace_s), wait_after_kill},
-      queue_(jobs.size()), results_(jobs.size()), grants_(jobs.size()), began_(Clock::now())
+      queue_(jobs.size()), results_(jobs.size()), grants_(jobs.size()),
+      // A check out of time is stopped at once: it has no stacks to print.
+      check_times_{to_duration(opt.kill_grace_s), Clock::duration::zero(), wait_after_kill},
+      sick_retried_(jobs.size(), false), began_(Clock::now())
 {
     set_.set_helpers(&helpers);
     if (opt.slurm)
@@ -47,7 +50,7 @@ Run::Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, 
 
 RunSummary Run::take()
 {
-    RunSummary s{std::move(results_), stopped_by_signal_, run_timed_out_, {}, std::move(withheld_)};
+    RunSummary s{std::move(results_), stopped_by_signal_, run_timed_out_, {}, std::move(withheld_), std::move(sick_)};
     s.containment = cgroup_ != nullptr ? Containment::cgroup : Containment::process_group;
     return s;
 }
@@ -60,16 +63,17 @@ void Run::notice(const std::string& text)
 
 bool Run::will_retry(std::size_t index) const
 {
-    return !stopping_ && results_[index].attempts.size() < jobs_[index].retries;
+    const std::size_t own = results_[index].attempts.size() - (sick_retried_[index] ? 1 : 0);
+    return !stopping_ && own < jobs_[index].retries;
 }
 
 // Keeps the try that failed in `attempts`, tells the observers, and puts
 // the job back at the head of the queue with nothing held.
-void Run::retry(std::size_t index, const JobOutput& output)
+void Run::retry(std::size_t index, const JobOutput& output, std::vector<int> sick)
 {
     JobResult& res = results_[index];
     res.attempts.push_back(Attempt{res.status, res.exit_code, res.signal, res.devices, res.start, res.end,
-                                   res.duration_s});
+                                   res.duration_s, std::move(sick)});
     if (opt_.observer != nullptr)
         opt_.observer->on_retry(jobs_[index], res, output);
     res.exit_code.reset();
@@ -109,14 +113,17 @@ void Run::report_status()
     report.finished = finished_;
     report.elapsed_s = seconds(now - began_);
     for (const auto& j : set_.jobs())
-        report.running.push_back(
-            {&jobs_[j->index()], &results_[j->index()], seconds(now - j->started()), &j->output()});
+        if (!j->is_check())
+            report.running.push_back(
+                {&jobs_[j->index()], &results_[j->index()], seconds(now - j->started()), &j->output()});
     opt_.observer->on_status(report);
 }
 
 void Run::on_leader_exit(JobProcess& j)
 {
     j.exit_handled = true;
+    if (j.is_check())
+        return;  // its verdict is taken when nothing of it is left
     JobResult& res = results_[j.index()];
     const int status = j.wait_status();
     if (WIFEXITED(status))
@@ -149,7 +156,7 @@ void Run::read(JobProcess& j, int max_reads)
     // from the pipe to the spill file (splice) and they never enter here;
     // a Slurm step's first line is pto-par's, and is looked at.
     std::function<void(std::string_view)> live;
-    if ((opt_.observer != nullptr && opt_.output_live) || j.step() != nullptr)
+    if ((opt_.observer != nullptr && opt_.output_live && !j.is_check()) || j.step() != nullptr)
         // Two pointers: small enough for std::function to keep without an
         // allocation on every read.
         live = [this, &j](std::string_view bytes) {
@@ -172,16 +179,27 @@ void Run::finish_ended()
         // Whatever the job wrote before it ended is in the pipe; a process
         // that left it may hold the pipe open, so stop at "empty".
         read(*j, 0);
-        finish(*j);
         auto done = set_.take(j);
         if (cgroup_ != nullptr)
             if (auto cg = done->take_empty_cgroup())
                 cgroup_->recycle(std::move(*cg));
-        done.reset();  // closes the pipe (and removes a cgroup not recycled)
+        if (done->is_check()) {
+            check_ended(*done, {});
+            continue;
+        }
+        end_try(*done);
+        if (wants_check(*done)) {
+            park(std::move(done));
+            continue;
+        }
+        placement_.release(grants_[done->index()]);
+        report(*done, false);
+        // `done` goes: it closes the pipe (and removes a cgroup not recycled).
     }
 }
 
-void Run::finish(JobProcess& j)
+// The try is over: its TIMEOUT report if it is due, and its end.
+void Run::end_try(JobProcess& j)
 {
     JobResult& res = results_[j.index()];
     // A job that died of its SIGUSR1 before the dump grace ended still gets
@@ -191,19 +209,24 @@ void Run::finish(JobProcess& j)
         if (opt_.fail_fast && !run_timed_out_ && !will_retry(j.index()))
             stop_all("fail-fast");
     }
-    const bool abandoned = j.life.stage() == StopStage::abandoned;
-    if (!abandoned)
-        placement_.release(grants_[j.index()]);
     ledger_.ended(j.index(), Clock::now());
     throttled_ = false;
     res.end = unix_now();
     res.duration_s = res.end - res.start;
+}
+
+// What it held is back (or withheld): the job runs again, or its verdict
+// goes out.
+void Run::report(JobProcess& j, bool abandoned)
+{
+    JobResult& res = results_[j.index()];
     if ((res.status == JobStatus::failed || res.status == JobStatus::timeout) && !abandoned &&
         will_retry(j.index())) {
         retry(j.index(), j.output());
         return;
     }
-    if (res.status == JobStatus::passed && !res.attempts.empty())
+    // A try that a sick device failed is not the job's own.
+    if (res.status == JobStatus::passed && res.attempts.size() > (sick_retried_[j.index()] ? 1U : 0U))
         res.status = JobStatus::flaky;
     ++finished_;
     if (j.output().error()) {
@@ -221,8 +244,15 @@ void Run::finish(JobProcess& j)
         opt_.observer->on_finish(jobs_[j.index()], res, j.output());
 }
 
+std::size_t Run::running_jobs() const
+{
+    return static_cast<std::size_t>(
+        std::count_if(set_.jobs().begin(), set_.jobs().end(), [](const auto& j) { return !j->is_check(); }));
+}
+
 Expected<void> Run::loop()
 {
+    check_all_devices();
     for (;;) {
         start_ready();
         if (set_.empty() && (stopping_ || queue_.empty()))

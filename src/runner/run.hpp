@@ -51,11 +51,22 @@ private:
     void deliver_dump(JobProcess& j);
     void quarantine(JobProcess& j);
     void cancel_unfittable();
+    std::string why_unusable() const;
     void report_status();
     void finish_ended();
-    void finish(JobProcess& j);
+    void end_try(JobProcess& j);
+    void report(JobProcess& j, bool abandoned);
+    std::size_t running_jobs() const;
+    // Health checks (run_health.cpp).
+    void check_all_devices();
+    bool wants_check(const JobProcess& j) const;
+    void park(std::unique_ptr<JobProcess> j);
+    void start_checks(std::size_t batch);
+    void check_ended(JobProcess& check, const std::string& could_not_stop);
+    void settle(std::size_t batch, int id, const std::string& why, const JobOutput& output);
+    void verdict(std::size_t batch);
     bool will_retry(std::size_t index) const;
-    void retry(std::size_t index, const JobOutput& output);
+    void retry(std::size_t index, const JobOutput& output, std::vector<int> sick = {});
     int poll_timeout_ms(Clock::time_point now) const;
     void sweep_escapees();
 
@@ -74,6 +85,19 @@ private:
     std::vector<placement::Grant> grants_;  // per job: what it holds while it runs
     std::vector<std::unique_ptr<JobProcess>> abandoned_;  // could not be stopped
     std::vector<int> withheld_;
+    // Devices held while their health check runs, with the job whose
+    // failure asked for it (parked: its report waits for the verdict).
+    struct CheckBatch {
+        std::optional<std::size_t> job;
+        std::unique_ptr<JobProcess> parked;
+        std::vector<placement::Grant> pieces;  // one device each, held until its check ends
+        std::size_t pending = 0;
+        std::vector<int> sick;
+    };
+    std::vector<CheckBatch> batches_;
+    StopTimes check_times_;
+    std::vector<int> sick_;
+    std::vector<bool> sick_retried_;  // per job: it ran again once for a sick device
     std::optional<Escapees> escapees_;
     std::size_t launches_ = 0;
     Clock::time_point began_;

@@ -28,7 +28,7 @@ void Run::start_ready()
         const auto index = queue_.front();
         if (!index)
             return;
-        if (opt_.max_parallel != 0 && set_.jobs().size() >= opt_.max_parallel)
+        if (opt_.max_parallel != 0 && running_jobs() >= opt_.max_parallel)
             return;
         if (throttled_)
             return;  // until a running job ends and frees what it held
@@ -77,6 +77,8 @@ void Run::backfill(std::size_t head)
     const auto now = Clock::now();
     std::vector<queue::RunningEnd> ends;
     for (const auto& j : set_.jobs()) {
+        if (j->is_check())
+            return;  // a check's end, and its verdict, history cannot tell
         const auto& expected = jobs_[j->index()].expected_s;
         if (!expected)
             return;  // an end history cannot tell: nothing may pass
@@ -86,7 +88,7 @@ void Run::backfill(std::size_t head)
     if (!shadow)
         return;
     for (std::size_t i : queue_.behind_head()) {
-        if (opt_.max_parallel != 0 && set_.jobs().size() >= opt_.max_parallel)
+        if (opt_.max_parallel != 0 && running_jobs() >= opt_.max_parallel)
             return;
         const auto& expected = jobs_[i].expected_s;
         if (!expected || now + to_duration(*expected) > *shadow)
@@ -133,7 +135,7 @@ void Run::throttle(const Error& why)
     const char* raise = fds              ? " (raise 'ulimit -n' to run more at once)"
                         : err == EAGAIN ? " (raise 'ulimit -u' to run more at once)"
                                         : "";
-    notice(std::string(what) + " with " + std::to_string(set_.jobs().size()) + " jobs running (" + why.message +
+    notice(std::string(what) + " with " + std::to_string(running_jobs()) + " jobs running (" + why.message +
            "); each further job waits for one to end" + raise);
 }
 

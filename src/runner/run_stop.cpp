@@ -44,6 +44,13 @@ void Run::deliver_dump(JobProcess& j)
 void Run::quarantine(JobProcess& j)
 {
     j.life.abandon();
+    if (j.is_check()) {
+        const std::string what = describe_processes(j.members());
+        auto check = set_.take(&j);
+        check_ended(*check, "it could not be stopped (" + (what.empty() ? std::string("its processes") : what) + ")");
+        abandoned_.push_back(std::move(check));
+        return;
+    }
     JobResult& res = results_[j.index()];
     const auto devices = res.devices;
     const std::string what = describe_processes(j.members());
@@ -57,7 +64,8 @@ void Run::quarantine(JobProcess& j)
     withheld_.insert(withheld_.end(), devices.begin(), devices.end());
     std::sort(withheld_.begin(), withheld_.end());
     read(j, 0);
-    finish(j);
+    end_try(j);
+    report(j, true);
     abandoned_.push_back(set_.take(&j));
     cancel_unfittable();
 }
@@ -69,11 +77,22 @@ void Run::cancel_unfittable()
     queue_.drop_unless([this](std::size_t i) { return placement_.usable_for(need(i)); },
                        [this](std::size_t i, bool retry) {
                            results_[i].error = retry ? "cannot run again: " + placement_.shortfall(need(i))
-                                                     : placement_.shortfall(need(i)) + " (devices " +
-                                                           format_device_range(withheld_) + " withheld)";
+                                                     : placement_.shortfall(need(i)) + " (" + why_unusable() + ")";
                            if (opt_.observer != nullptr)
                                opt_.observer->on_cancel(jobs_[i], results_[i]);
                        });
+}
+
+// "devices 2-3 withheld; device 1 sick"
+std::string Run::why_unusable() const
+{
+    std::string why;
+    if (!withheld_.empty())
+        why = "devices " + format_device_range(withheld_) + " withheld";
+    if (!sick_.empty())
+        why += std::string(why.empty() ? "" : "; ") + (sick_.size() == 1 ? "device " : "devices ") +
+               format_device_range(sick_) + " sick";
+    return why;
 }
 
 void Run::check_deadlines(Clock::time_point now)
@@ -85,9 +104,14 @@ void Run::check_deadlines(Clock::time_point now)
             if (opt_.observer != nullptr)
                 opt_.observer->on_stopping("the run's time limit");
         }
-        for (auto& j : set_.jobs())
-            if (j->leader_alive() && j->life.stage() == StopStage::none && !j->life.timed_out())
+        for (auto& j : set_.jobs()) {
+            if (j->is_check()) {
+                j->life.set_stopped_by_us(true);
+                stop(*j);
+            } else if (j->leader_alive() && j->life.stage() == StopStage::none && !j->life.timed_out()) {
                 j->life.time_out(*j, now);
+            }
+        }
     }
     bool job_timed_out = false;
     std::vector<JobProcess*> to_quarantine;
@@ -95,6 +119,11 @@ void Run::check_deadlines(Clock::time_point now)
         switch (j->life.advance(*j, now, j->leader_alive(), j->empty())) {
         case JobLifecycle::Due::nothing: break;
         case JobLifecycle::Due::dump:
+            if (j->is_check()) {
+                j->life.dump_delivered();  // a check has no stacks to print: out of time, it is stopped
+                stop(*j);
+                break;
+            }
             deliver_dump(*j);
             j->life.set_stopped_by_us(j->leader_alive());
             stop(*j);

@@ -49,6 +49,9 @@ TEST_CASE("the line: done/total, what runs in start order, failures, the clock")
     CHECK(format_progress(p, 200) == "[12/80] 3 running: allreduce, test_mul.py, x \xC2\xB7 2:14");
     p.failed = 1;
     CHECK(format_progress(p, 200) == "[12/80] 3 running: allreduce, test_mul.py, x \xC2\xB7 1 failed \xC2\xB7 2:14");
+    p.sick = {1, 2, 5};
+    CHECK(format_progress(p, 200) ==
+          "[12/80] 3 running: allreduce, test_mul.py, x \xC2\xB7 1 failed \xC2\xB7 sick: 1,2,5 \xC2\xB7 2:14");
     p.elapsed_s = 3 * 3600 + 62;
     CHECK(format_progress(p, 200).ends_with("3:01:02"));
     CHECK(format_progress(running({}, 80, 80), 200) == "[80/80] 0 running \xC2\xB7 2:14");

@@ -1,37 +1,10 @@
 #include <doctest/doctest.h>
 
-#include <map>
-#include <sstream>
-
 #include "process.hpp"
+#include "reports.hpp"
 
 using namespace pto::test;
 
-namespace {
-
-// label -> its "start" in the --json report, seconds since the first start.
-std::map<std::string, double> starts(const std::string& json)
-{
-    std::map<std::string, double> at;
-    std::istringstream in(json);
-    double first = 0;
-    for (std::string line; std::getline(in, line);) {
-        const auto l = line.find("\"label\":\"");
-        const auto s = line.find("\"start\":");
-        if (l == std::string::npos || s == std::string::npos || line.compare(s + 8, 4, "null") == 0)
-            continue;
-        const auto label = line.substr(l + 9, line.find('"', l + 9) - l - 9);
-        const double t = std::stod(line.substr(s + 8));
-        at[label] = t;
-        if (first == 0 || t < first)
-            first = t;
-    }
-    for (auto& [label, t] : at)
-        t -= first;
-    return at;
-}
-
-}  // namespace
 
 TEST_SUITE("health") {
 
@@ -105,7 +78,7 @@ TEST_CASE("a slow check delays no other job's start or time limit; one past its 
                         "--device-check-timeout", "2", "--dump-grace", "0.2", "--kill-grace", "0.5", "--json", json,
                         file});
     CHECK(r.exit_code == 1);
-    auto at = starts(dir.read("r.json"));
+    auto at = report_starts(dir.read("r.json"));
     CHECK(at["first"] < 1.0);  // on device 0, while device 1's check runs
     CHECK(r.err.find("[pto-par] TIMEOUT hang signal=") != std::string::npos);
     CHECK(r.err.find("[pto-par] SICK device 1: its check ran past --device-check-timeout (2s)") != std::string::npos);

@@ -6,6 +6,7 @@
 
 #include "plan/json_value.hpp"
 #include "process.hpp"
+#include "reports.hpp"
 
 using namespace pto::test;
 using namespace std::chrono_literals;
@@ -37,25 +38,6 @@ std::vector<std::string> started_labels(const std::string& err)
         labels.push_back(line.substr(from, line.find(' ', from) - from));
     }
     return labels;
-}
-
-// Label -> its "start" in a --json report, relative to the earliest start.
-std::map<std::string, double> starts(const std::string& report)
-{
-    std::map<std::string, double> out;
-    double first = 0;
-    for (const auto& line : lines_with(report, "\"label\"")) {
-        auto v = pto::plan::parse_json(line);
-        REQUIRE(v);
-        const auto* o = v->object();
-        const double start = *o->at("start").number();
-        out[*o->at("label").string()] = start;
-        if (first == 0 || start < first)
-            first = start;
-    }
-    for (auto& [label, t] : out)
-        t -= first;
-    return out;
 }
 
 }  // namespace
@@ -144,8 +126,8 @@ TEST_CASE("--backfill starts a short job ahead of a blocked head only when histo
     const auto without = dir.file("without.json");
     REQUIRE(run({pto_par(), "-d", "0-1", "--history", hist, "--backfill", "--json", with, file}).exit_code == 0);
     REQUIRE(run({pto_par(), "-d", "0-1", "--history", hist, "--json", without, file}).exit_code == 0);
-    auto b = starts(dir.read("with.json"));
-    auto n = starts(dir.read("without.json"));
+    auto b = report_starts(dir.read("with.json"));
+    auto n = report_starts(dir.read("without.json"));
     // short fits before a ends; long would not, and new has no history.
     CHECK(b["short"] < b["head"]);
     CHECK(b["short"] < 0.5);
@@ -184,7 +166,7 @@ TEST_CASE("--backfill: jobs that ended long before the head could start are not 
     const auto json = dir.file("r.json");
     const auto r = run({pto_par(), "-d", "0-3", "--history", hist, "--backfill", "--json", json, file});
     CHECK(r.exit_code == 0);
-    auto s = starts(dir.read("r.json"));
+    auto s = report_starts(dir.read("r.json"));
     REQUIRE(s["short1"] < s["head"]);  // they did go ahead
     CHECK(r.err.find("ran past its history") == std::string::npos);
 }
@@ -195,7 +177,7 @@ TEST_CASE("--backfill without history lets nothing pass the head")
     const auto file = dir.write("n.cmds", "@1,label=a sleep 0.5\n@2,label=head true\n@1,label=short true\n");
     const auto json = dir.file("r.json");
     REQUIRE(run({pto_par(), "-d", "0-1", "--backfill", "--json", json, file}).exit_code == 0);
-    auto s = starts(dir.read("r.json"));
+    auto s = report_starts(dir.read("r.json"));
     CHECK(s["short"] >= s["head"]);
 }
 

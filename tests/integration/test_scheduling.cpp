@@ -8,6 +8,7 @@
 #include <sched.h>
 
 #include "process.hpp"
+#include "reports.hpp"
 
 using namespace pto::test;
 
@@ -28,18 +29,7 @@ void check_timeline(const std::string& err, std::size_t max_jobs)
         words >> tag >> word >> label;
         if (tag != "[pto-par]")
             continue;
-        std::vector<int> devices;
-        for (std::string w; words >> w;)
-            if (w.rfind("devices=", 0) == 0 && w != "devices=none") {
-                std::stringstream ids(w.substr(8));
-                for (std::string part; std::getline(ids, part, ',');) {
-                    const auto dash = part.find('-');
-                    const int lo = std::stoi(part.substr(0, dash));
-                    const int hi = dash == std::string::npos ? lo : std::stoi(part.substr(dash + 1));
-                    for (int d = lo; d <= hi; ++d)
-                        devices.push_back(d);
-                }
-            }
+        const std::vector<int> devices = status_devices(line);
         if (word == "START") {
             for (int d : devices)
                 CHECK_MESSAGE(held.insert(d).second, "device " << d << " taken twice at: " << line);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "process.hpp"
+#include "reports.hpp"
 
 using namespace pto::test;
 
@@ -30,18 +31,7 @@ std::map<int, std::size_t> check_slots(const std::string& err, std::size_t slots
         words >> tag >> word >> label;
         if (tag != "[pto-par]")
             continue;
-        std::vector<int> devices;
-        for (std::string w; words >> w;)
-            if (w.rfind("devices=", 0) == 0 && w != "devices=none") {
-                std::stringstream ids(w.substr(8));
-                for (std::string part; std::getline(ids, part, ',');) {
-                    const auto dash = part.find('-');
-                    const int lo = std::stoi(part.substr(0, dash));
-                    const int hi = dash == std::string::npos ? lo : std::stoi(part.substr(dash + 1));
-                    for (int d = lo; d <= hi; ++d)
-                        devices.push_back(d);
-                }
-            }
+        const std::vector<int> devices = status_devices(line);
         const auto need = slot_need.find(label);
         if (word == "START") {
             if (need != slot_need.end()) {

@@ -211,8 +211,7 @@ Expected<Planned> plan_run(const cli::Options& opt, std::vector<cmdfile::JobSpec
                               : "balanced by history)");
     }
     if (!opt.rerun_failed.empty()) {
-        const std::vector<std::string> last{opt.rerun_failed};
-        auto last_run = plan::read_history(last);
+        auto last_run = plan::read_last_run(opt.rerun_failed);
         if (!last_run)
             return tl::unexpected(last_run.error());
         const std::size_t before = chosen.size();

@@ -575,6 +575,7 @@ void Run::quarantine(JobProcess& j)
     const std::string what = runner::describe_processes(j.members());
     if (!j.exit_handled)
         res.status = j.timed_out ? JobStatus::timeout : JobStatus::killed;
+    res.stragglers = 0;  // none was stopped; the error names what is left
     res.error = "could not be stopped (" + (what.empty() ? std::string("its processes") : what) + "); devices " +
                 (devices.empty() ? std::string("none") : format_device_range(devices)) +
                 " withheld for the rest of the run";
@@ -894,8 +895,10 @@ std::vector<pid_t> Run::escapees() const
     std::erase_if(pids, [this](pid_t pid) {
         return std::find(children_before_.begin(), children_before_.end(), pid) != children_before_.end();
     });
+    // What could not be stopped never left its group: it is the quarantined
+    // job's, said so already.
     for (const auto& j : abandoned_)
-        std::erase(pids, j->pid());
+        std::erase_if(pids, [&j](pid_t pid) { return pid == j->pid() || getpgid(pid) == j->pid(); });
     for (pid_t helper : helpers_.pids())
         std::erase(pids, helper);
     return pids;

@@ -47,11 +47,29 @@ void OutputWriter::on_output(const Job& job, const JobResult& r, std::string_vie
     if (mode_ != OutputMode::stream || bytes.empty())
         return;
     Stream& st = streams_[r.index];
-    if (st.prefix.empty()) {
-        st.prefix = "[" + job.label + "] ";
-        st.prefix_size = st.prefix.size();
-        st.prefix.resize((st.prefix_size + prefix_block - 1) / prefix_block * prefix_block, ' ');
-    }
+    if (st.prefix.empty())
+        st = tagged(job);
+    put_lines(st, bytes);
+}
+
+OutputWriter::Stream OutputWriter::tagged(const Job& job)
+{
+    Stream st;
+    st.prefix = "[" + job.label + "] ";
+    st.prefix_size = st.prefix.size();
+    st.prefix.resize((st.prefix_size + prefix_block - 1) / prefix_block * prefix_block, ' ');
+    return st;
+}
+
+void OutputWriter::end_lines(Stream& st)
+{
+    if (!st.partial.empty())
+        out_.write(st.prefix.substr(0, st.prefix_size) + st.partial + "\n");
+    st.partial.clear();
+}
+
+void OutputWriter::put_lines(Stream& st, std::string_view bytes)
+{
     const std::string& prefix = st.prefix;
     const std::size_t prefix_size = st.prefix_size;
     std::string& pending = st.partial;
@@ -116,8 +134,7 @@ void OutputWriter::on_finish(const Job& job, const JobResult& r, const JobOutput
     case OutputMode::stream: {
         const auto it = streams_.find(r.index);
         if (it != streams_.end()) {
-            if (!it->second.partial.empty())
-                out_.write(it->second.prefix.substr(0, it->second.prefix_size) + it->second.partial + "\n");
+            end_lines(it->second);
             streams_.erase(it);
         }
         out_.write(annotation(ci_, r));
@@ -129,14 +146,26 @@ void OutputWriter::on_finish(const Job& job, const JobResult& r, const JobOutput
         [[fallthrough]];
     case OutputMode::group: {
         const auto now = static_cast<std::int64_t>(std::time(nullptr));
-        out_.write(group_begin(ci_, job, r, now));
-        // One call, so the block stays whole: the sink keeps it in order
-        // behind whatever it already holds.
-        out_.write(output);
-        // A block without a final newline would glue the marker to its last line.
-        if (ci_ != CiKind::none && output.size() != 0 && output.tail(1) != "\n")
-            out_.write("\n");
-        out_.write(group_end(ci_, job, now));
+        out_.write(group_begin(ci_, job, r, now, token_));
+        if (tag_) {
+            // Every line prefixed as stream does; the last one ended.
+            Stream st = tagged(job);
+            const auto walked = output.for_each_chunk([this, &st](std::string_view chunk) {
+                put_lines(st, chunk);
+                return true;
+            });
+            end_lines(st);
+            if (!walked)
+                out_.write("[" + job.label + "] [pto-par: " + walked.error().message + "]\n");
+        } else {
+            // One call, so the block stays whole: the sink keeps it in order
+            // behind whatever it already holds.
+            out_.write(output);
+            // A block without a final newline would glue the marker to its last line.
+            if (ci_ != CiKind::none && output.size() != 0 && output.tail(1) != "\n")
+                out_.write("\n");
+        }
+        out_.write(group_end(ci_, job, now, token_));
         out_.write(annotation(ci_, r));
         return;
     }

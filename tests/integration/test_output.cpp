@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <filesystem>
+#include <set>
 
 #include "process.hpp"
 
@@ -34,6 +35,72 @@ TEST_CASE("the output of two chatty jobs is never interleaved")
         b += "B " + std::to_string(i) + "\n";
     }
     CHECK((r.out == a + b || r.out == b + a));
+}
+
+TEST_CASE("2>&1 into a slow reader: status lines land between blocks and lines, never inside")
+{
+    TempDir dir;
+    // Six jobs of 10,000 lines of 100 digits each; a reader that takes 64 KiB
+    // at a time with a pause, so that the pipe is full most of the time.
+    std::string cmds;
+    for (int k = 1; k <= 6; ++k)
+        cmds += "@0,label=b" + std::to_string(k) + " i=0; l=$(printf '%0100d' 0 | tr 0 " + std::to_string(k) +
+                "); while [ $i -lt 10000 ]; do echo $l; i=$((i+1)); done\n";
+    const auto file = dir.write("many.cmds", cmds);
+    const auto reader = dir.write("slow.py", "import sys, time\n"
+                                             "while True:\n"
+                                             "    b = sys.stdin.buffer.read1(65536)\n"
+                                             "    if not b: break\n"
+                                             "    sys.stdout.buffer.write(b)\n"
+                                             "    time.sleep(0.003)\n");
+    for (const std::string& mode : {std::string("group"), std::string("stream")}) {
+        CAPTURE(mode);
+        const auto r = run({"/bin/sh", "-c", "\"$0\" -d none -j 3 -v --output " + mode + " \"$1\" 2>&1 | python3 \"$2\"",
+                            pto_par(), file, reader},
+                           {}, {}, 120s);
+        CHECK(r.exit_code == 0);
+        std::size_t job_lines = 0;
+        std::string last_job;   // the job whose block goes on (group mode)
+        std::set<std::string> done;  // jobs whose block has ended
+        bool whole = true;
+        std::size_t at = 0;
+        while (at < r.out.size()) {
+            const auto nl = r.out.find('\n', at);
+            const std::string line = r.out.substr(at, nl - at);
+            at = nl == std::string::npos ? r.out.size() : nl + 1;
+            if (line.rfind("[pto-par] ", 0) == 0)
+                continue;
+            std::string body = line;
+            std::string job;
+            if (mode == "stream") {
+                const auto close = line.find("] ");
+                if (line.empty() || line[0] != '[' || close == std::string::npos) {
+                    whole = false;
+                    break;
+                }
+                job = line.substr(1, close - 1);
+                body = line.substr(close + 2);
+            } else {
+                job = body.empty() ? "" : "b" + std::string(1, body[0]);
+                if (job != last_job) {
+                    if (done.count(job) != 0 || job.empty()) {
+                        whole = false;  // a block resumed after another one
+                        break;
+                    }
+                    done.insert(last_job);
+                    last_job = job;
+                }
+            }
+            if (body.size() != 100 || body != std::string(100, job.back())) {
+                whole = false;
+                CAPTURE(line.substr(0, 200));
+                break;
+            }
+            ++job_lines;
+        }
+        CHECK(whole);
+        CHECK(job_lines == 60000);
+    }
 }
 
 TEST_CASE("standard output carries job bytes only; status lines go to standard error")
@@ -239,7 +306,7 @@ TEST_CASE("--output stream with --log-dir and --junit: they still get every byte
 {
     TempDir dir;
     const auto r = run({pto_par(), "-d", "none", "--output", "stream", "--log-dir", dir.file("logs"), "--junit",
-                        dir.file("j.xml"), dir.write("big.cmds", big_job)});
+                        dir.file("j.xml"), "--junit-output-limit", "64M", dir.write("big.cmds", big_job)});
     CHECK(r.exit_code == 0);
     CHECK(r.out == big_job_streamed());
     std::string log;

@@ -169,4 +169,28 @@ TEST_CASE("--output stream: a chunk of empty lines under a long label comes out 
     CHECK(out.text() == model.out);
 }
 
+TEST_CASE("--tag: a block of group and failed mode is prefixed line by line, as stream prints it")
+{
+    const std::string text = std::string("one\n\ntwo\0x\n", 11) + std::string(stream_line_limit + 3, 'y');
+    for (const auto mode : {OutputMode::group, OutputMode::failed}) {
+        Stdout out;
+        OutputWriter writer(*out.sink, mode, pto::report::CiKind::none, {}, true);
+        Jobs jobs({"ok", "bad"});
+        jobs.result[1].status = pto::JobStatus::failed;
+        for (std::size_t i = 0; i < 2; ++i) {
+            pto::JobOutput output;
+            output.append(text);
+            writer.on_finish(jobs.job[i], jobs.result[i], output);
+        }
+        Model model;
+        if (mode == OutputMode::group) {
+            model.chunk("ok", text);
+            model.finish("ok");
+        }
+        model.chunk("bad", text);
+        model.finish("bad");
+        CHECK(out.text() == model.out);
+    }
+}
+
 }

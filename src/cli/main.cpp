@@ -461,7 +461,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     ro.poll_clients = {&out};
     if (!one_log)
         ro.poll_clients.push_back(&err);
-    ro.output_live = opt.output == report::OutputMode::stream;
+    // Stream mode sees every job's bytes; group mode only the live block's.
+    ro.output_live = opt.output == report::OutputMode::stream || opt.output == report::OutputMode::group;
 
     const char* no_color = std::getenv("NO_COLOR");
     const char* term = std::getenv("TERM");
@@ -495,6 +496,10 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         ci_token = std::move(*token);
     }
     report::OutputWriter output(out, opt.output, ci, std::move(ci_token), opt.tag);
+    if (opt.output == report::OutputMode::group) {
+        output.set_hold_place(ro.spill_place);
+        ro.output_live_for = [&output](std::size_t index) { return output.live_for(index); };
+    }
     report::JsonLines json(json_fd.get());
     report::Fanout fanout;
     fanout.add(&status);

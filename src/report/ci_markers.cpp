@@ -95,22 +95,35 @@ Expected<std::string> random_token()
     return token;
 }
 
-std::string group_begin(CiKind ci, const Job& job, const JobResult& r, std::int64_t unix_now, std::string_view token)
+namespace {
+
+std::string begin_section(CiKind ci, const Job& job, const std::string& title, bool folded, std::int64_t unix_now,
+                          std::string_view token)
 {
-    const std::string title = std::string(verdict_word(r.status)) + " " + job.label;
     switch (ci) {
     case CiKind::none: return {};
     case CiKind::github:
         return "::group::" + github_escape_data(title) + "\n::stop-commands::" + std::string(token) + "\n";
-    case CiKind::gitlab: {
-        // Passed jobs folded, the others open where the eye goes first.
-        const bool passed = r.status == JobStatus::passed || r.status == JobStatus::flaky;
+    case CiKind::gitlab:
         // The header is shown as text: no terminal escapes from a label.
         return "\x1b[0Ksection_start:" + std::to_string(unix_now) + ":" + section_name(job, token) +
-               (passed ? "[collapsed=true]" : "") + "\r\x1b[0K" + text::printable(title) + "\n";
-    }
+               (folded ? "[collapsed=true]" : "") + "\r\x1b[0K" + text::printable(title) + "\n";
     }
     return {};
+}
+
+}  // namespace
+
+std::string group_begin(CiKind ci, const Job& job, const JobResult& r, std::int64_t unix_now, std::string_view token)
+{
+    // Passed jobs folded, the others open where the eye goes first.
+    const bool passed = r.status == JobStatus::passed || r.status == JobStatus::flaky;
+    return begin_section(ci, job, std::string(verdict_word(r.status)) + " " + job.label, passed, unix_now, token);
+}
+
+std::string live_group_begin(CiKind ci, const Job& job, std::int64_t unix_now, std::string_view token)
+{
+    return begin_section(ci, job, job.label, false, unix_now, token);
 }
 
 std::string group_end(CiKind ci, const Job& job, std::int64_t unix_now, std::string_view token)

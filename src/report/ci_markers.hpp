@@ -35,6 +35,9 @@ Expected<std::string> random_token();
 // command to the runner.
 std::string group_begin(CiKind ci, const Job& job, const JobResult& r, std::int64_t unix_now, std::string_view token);
 std::string group_end(CiKind ci, const Job& job, std::int64_t unix_now, std::string_view token);
+// The start of a live block, written before the job's verdict is known:
+// titled with the label alone, and never folded.
+std::string live_group_begin(CiKind ci, const Job& job, std::int64_t unix_now, std::string_view token);
 
 // An annotation for a job that did not pass, empty for one that did (and
 // for CIs without annotations): `::error title=LABEL::FAIL exit=1 after 3.2s

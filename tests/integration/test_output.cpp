@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "process.hpp"
@@ -101,6 +102,92 @@ TEST_CASE("2>&1 into a slow reader: status lines land between blocks and lines, 
         CHECK(whole);
         CHECK(job_lines == 60000);
     }
+}
+
+namespace {
+
+// A job line that prints `before`, waits until `flag` exists (at most 20 s,
+// then it says "gave up"), and prints `after`: the test creates the flag
+// once it has seen `before` on pto-par's standard output, so no timing is
+// guessed.
+std::string waits_for(const std::string& label, const std::string& before, const std::string& flag,
+                      const std::string& after)
+{
+    return "@0,label=" + label + " echo " + before + "; i=0; while [ ! -e " + flag +
+           " ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; [ -e " + flag + " ] || echo gave up; echo " +
+           after + "\n";
+}
+
+void touch(const std::string& path)
+{
+    std::ofstream(path) << "";
+}
+
+}  // namespace
+
+TEST_CASE("live block: a serial run's output appears as it comes")
+{
+    TempDir dir;
+    const auto flag = dir.file("flag");
+    Process p({pto_par(), "-d", "none", "-j", "1", dir.write("s.cmds", waits_for("one", "first", flag, "second"))});
+    const bool seen = p.wait_for_stdout("first\n", 20s);
+    touch(flag);
+    const auto r = p.wait(30s);
+    CHECK(seen);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "first\nsecond\n");
+}
+
+TEST_CASE("live block: a job that starts beside the live one keeps its block until the live one ends")
+{
+    TempDir dir;
+    const auto flag = dir.file("flag");
+    Process p({pto_par(), "-d", "none", "-j", "2",
+               dir.write("b.cmds", waits_for("long", "L1", flag, "L2") + "@0,label=short echo S\n")});
+    const bool seen = p.wait_for_stdout("L1\n", 20s);
+    // The short job has ended, or will: its block must wait all the same.
+    REQUIRE(p.wait_for_stderr("PASS short", 20s));
+    touch(flag);
+    const auto r = p.wait(30s);
+    CHECK(seen);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "L1\nL2\nS\n");
+}
+
+TEST_CASE("live block: a job left running alone becomes live, what it printed before first")
+{
+    TempDir dir;
+    const auto flag = dir.file("flag");
+    Process p({pto_par(), "-d", "none", "-j", "2",
+               dir.write("a.cmds", "@0,label=quick sleep 0.5; echo Q\n" + waits_for("slow", "B1", flag, "B2"))});
+    const bool seen = p.wait_for_stdout("B1\n", 20s);
+    touch(flag);
+    const auto r = p.wait(30s);
+    CHECK(seen);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "Q\nB1\nB2\n");
+}
+
+TEST_CASE("live block: --log-dir, --junit and GitHub's markers still get every byte of a live job")
+{
+    TempDir dir;
+    const auto flag = dir.file("flag");
+    Process p({pto_par(), "-d", "none", "-j", "1", "--ci", "github", "--log-dir", dir.file("logs"), "--junit",
+               dir.file("j.xml"), dir.write("l.cmds", waits_for("one", "first", flag, "second") + "@0,label=two false\n")});
+    const bool seen = p.wait_for_stdout("first\n", 20s);
+    touch(flag);
+    const auto r = p.wait(30s);
+    CHECK(seen);
+    CHECK(r.exit_code == 1);
+    CHECK(dir.read("logs/one.log") == "first\nsecond\n");
+    CHECK(dir.read("j.xml").find("first\nsecond\n</system-out>") != std::string::npos);
+    const auto at = r.out.find("::stop-commands::");
+    REQUIRE(at != std::string::npos);
+    const std::string t = r.out.substr(at + 17, 32);
+    // A live block's group is named before its verdict is known.
+    CHECK(r.out == "::group::one\n::stop-commands::" + t + "\nfirst\nsecond\n::" + t + "::\n::endgroup::\n"
+                   "::group::two\n::stop-commands::" + t + "\n::" + t + "::\n::endgroup::\n"
+                   "::error title=two::FAIL exit=1 after 0.0s on devices none\n");
 }
 
 TEST_CASE("standard output carries job bytes only; status lines go to standard error")

@@ -48,6 +48,10 @@ TEST_CASE("groups: GitHub's ::group:: with commands stopped inside, GitLab's sec
           "\x1b[0Ksection_start:1:pto_par_" + token + "_7\r\x1b[0KFAIL a::b\n");
     CHECK(group_end(CiKind::gitlab, job, 2, token) == "\x1b[0Ksection_end:2:pto_par_" + token + "_7\r\x1b[0K\n");
     CHECK(group_begin(CiKind::none, job, passed, 1, token).empty());
+    // A live block's start, before the verdict: the label alone, never folded.
+    CHECK(live_group_begin(CiKind::github, job, 1, token) == "::group::a::b\n::stop-commands::" + token + "\n");
+    CHECK(live_group_begin(CiKind::gitlab, job, 1, token) ==
+          "\x1b[0Ksection_start:1:pto_par_" + token + "_7\r\x1b[0Ka::b\n");
 }
 
 TEST_CASE("a run's token: 128 random bits in hex, another each time")

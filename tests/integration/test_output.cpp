@@ -118,9 +118,27 @@ std::string waits_for(const std::string& label, const std::string& before, const
            after + "\n";
 }
 
-void touch(const std::string& path)
+struct LiveRun {
+    bool seen = false;  // `shown` came on standard output while the job waited
+    Finished r;
+};
+
+// Runs pto-par with `args` and then a file of `cmds` (whose jobs wait for
+// dir's "flag"); once `shown` is on its standard output (and `after` on its
+// standard error, if given), creates the flag and lets the run end.
+LiveRun run_until_shown(TempDir& dir, std::vector<std::string> args, const std::string& cmds,
+                        const std::string& shown, const std::string& after = {})
 {
-    std::ofstream(path) << "";
+    args.insert(args.begin(), pto_par());
+    args.push_back(dir.write("live.cmds", cmds));
+    Process p(args);
+    LiveRun l;
+    l.seen = p.wait_for_stdout(shown, 20s);
+    if (!after.empty())
+        CHECK(p.wait_for_stderr(after, 20s));
+    std::ofstream(dir.file("flag")) << "";
+    l.r = p.wait(30s);
+    return l;
 }
 
 }  // namespace
@@ -128,11 +146,8 @@ void touch(const std::string& path)
 TEST_CASE("live block: a serial run's output appears as it comes")
 {
     TempDir dir;
-    const auto flag = dir.file("flag");
-    Process p({pto_par(), "-d", "none", "-j", "1", dir.write("s.cmds", waits_for("one", "first", flag, "second"))});
-    const bool seen = p.wait_for_stdout("first\n", 20s);
-    touch(flag);
-    const auto r = p.wait(30s);
+    const auto [seen, r] =
+        run_until_shown(dir, {"-d", "none", "-j", "1"}, waits_for("one", "first", dir.file("flag"), "second"), "first\n");
     CHECK(seen);
     CHECK(r.exit_code == 0);
     CHECK(r.out == "first\nsecond\n");
@@ -141,14 +156,10 @@ TEST_CASE("live block: a serial run's output appears as it comes")
 TEST_CASE("live block: a job that starts beside the live one keeps its block until the live one ends")
 {
     TempDir dir;
-    const auto flag = dir.file("flag");
-    Process p({pto_par(), "-d", "none", "-j", "2",
-               dir.write("b.cmds", waits_for("long", "L1", flag, "L2") + "@0,label=short echo S\n")});
-    const bool seen = p.wait_for_stdout("L1\n", 20s);
-    // The short job has ended, or will: its block must wait all the same.
-    REQUIRE(p.wait_for_stderr("PASS short", 20s));
-    touch(flag);
-    const auto r = p.wait(30s);
+    // The short job has ended when the flag comes: its block must wait all the same.
+    const auto [seen, r] = run_until_shown(dir, {"-d", "none", "-j", "2"},
+                                           waits_for("long", "L1", dir.file("flag"), "L2") + "@0,label=short echo S\n",
+                                           "L1\n", "PASS short");
     CHECK(seen);
     CHECK(r.exit_code == 0);
     CHECK(r.out == "L1\nL2\nS\n");
@@ -157,12 +168,9 @@ TEST_CASE("live block: a job that starts beside the live one keeps its block unt
 TEST_CASE("live block: a job left running alone becomes live, what it printed before first")
 {
     TempDir dir;
-    const auto flag = dir.file("flag");
-    Process p({pto_par(), "-d", "none", "-j", "2",
-               dir.write("a.cmds", "@0,label=quick sleep 0.5; echo Q\n" + waits_for("slow", "B1", flag, "B2"))});
-    const bool seen = p.wait_for_stdout("B1\n", 20s);
-    touch(flag);
-    const auto r = p.wait(30s);
+    const auto [seen, r] =
+        run_until_shown(dir, {"-d", "none", "-j", "2"},
+                        "@0,label=quick sleep 0.5; echo Q\n" + waits_for("slow", "B1", dir.file("flag"), "B2"), "B1\n");
     CHECK(seen);
     CHECK(r.exit_code == 0);
     CHECK(r.out == "Q\nB1\nB2\n");
@@ -171,12 +179,9 @@ TEST_CASE("live block: a job left running alone becomes live, what it printed be
 TEST_CASE("live block: --log-dir, --junit and GitHub's markers still get every byte of a live job")
 {
     TempDir dir;
-    const auto flag = dir.file("flag");
-    Process p({pto_par(), "-d", "none", "-j", "1", "--ci", "github", "--log-dir", dir.file("logs"), "--junit",
-               dir.file("j.xml"), dir.write("l.cmds", waits_for("one", "first", flag, "second") + "@0,label=two false\n")});
-    const bool seen = p.wait_for_stdout("first\n", 20s);
-    touch(flag);
-    const auto r = p.wait(30s);
+    const auto [seen, r] = run_until_shown(
+        dir, {"-d", "none", "-j", "1", "--ci", "github", "--log-dir", dir.file("logs"), "--junit", dir.file("j.xml")},
+        waits_for("one", "first", dir.file("flag"), "second") + "@0,label=two false\n", "first\n");
     CHECK(seen);
     CHECK(r.exit_code == 1);
     CHECK(dir.read("logs/one.log") == "first\nsecond\n");

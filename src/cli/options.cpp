@@ -411,7 +411,7 @@ Large suites:
 
 Output and reports:
       --output MODE      group (default: each job's output whole when it
-                         ends), stream (lines as they come, prefixed
+                         ends, or as it comes while it runs alone), stream (lines as they come, prefixed
                          [label]), failed (group, only jobs that did not
                          pass), none
       --json FILE        one JSON object per job (JSON Lines)

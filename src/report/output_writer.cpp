@@ -242,9 +242,11 @@ void OutputWriter::on_finish(const Job& job, const JobResult& r, const JobOutput
         if (live_for(r.index)) {
             end_live(job, r, output, true);
         } else if (live_) {
-            // Kept whole until the live block ends: past 1 MiB in a spill
-            // file of its own, or in memory when none can be had.
-            auto copy = hold_place_ ? JobOutput::reserve(*hold_place_) : Expected<JobOutput>(JobOutput());
+            // Kept whole until the live block ends: in memory when small (no
+            // descriptor taken from the jobs), else in a spill file of its
+            // own, or in memory when none can be had.
+            const bool small = output.size() <= JobOutput::default_memory_limit;
+            auto copy = hold_place_ && !small ? JobOutput::reserve(*hold_place_) : Expected<JobOutput>(JobOutput());
             Held h{job, r, copy ? std::move(*copy) : JobOutput()};
             const auto walked = output.for_each_chunk([&h](std::string_view chunk) {
                 h.output.append(chunk);

@@ -156,13 +156,15 @@ TEST_CASE("live block: a serial run's output appears as it comes")
 TEST_CASE("live block: a job that starts beside the live one keeps its block until the live one ends")
 {
     TempDir dir;
-    // The short job has ended when the flag comes: its block must wait all the same.
-    const auto [seen, r] = run_until_shown(dir, {"-d", "none", "-j", "2"},
-                                           waits_for("long", "L1", dir.file("flag"), "L2") + "@0,label=short echo S\n",
-                                           "L1\n", "PASS short");
+    // The short job has ended when the flag comes: its block, 3 MB (held
+    // in a spill file), must wait all the same.
+    const auto [seen, r] = run_until_shown(
+        dir, {"-d", "none", "-j", "2"},
+        waits_for("long", "L1", dir.file("flag"), "L2") + "@0,label=short head -c 3000000 /dev/zero | tr '\\0' S\n",
+        "L1\n", "PASS short");
     CHECK(seen);
     CHECK(r.exit_code == 0);
-    CHECK(r.out == "L1\nL2\nS\n");
+    CHECK(r.out == "L1\nL2\n" + std::string(3000000, 'S'));
 }
 
 TEST_CASE("live block: a job left running alone becomes live, what it printed before first")

@@ -58,8 +58,8 @@ _pto_par()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} w need='' i j c
     local long_with_value='--devices --device --jobs --platform --device-env --shell
-        --kill-grace --timeout --job-timeout --dump-grace --contain --color --ci --progress --launcher --history --order --shard --rerun-failed --ports --retries --device-slots --device-check --device-check-timeout --output --json --junit --log-dir'
-    local long_flags='--backfill --fail-fast --dry-run --quiet --verbose --help --version'
+        --kill-grace --timeout --job-timeout --dump-grace --contain --color --ci --progress --launcher --history --order --shard --rerun-failed --ports --retries --device-slots --device-check --device-check-timeout --output --json --junit --junit-output-limit --log-dir'
+    local long_flags='--backfill --tag --fail-fast --dry-run --quiet --verbose --help --version'
     local short_opts='-d -j -p -e -x -n -q -v -h -V'
     COMPREPLY=()
 

@@ -134,6 +134,14 @@ public:
     virtual ~RunObserver() = default;
     virtual void on_start(const Job&, const JobResult&) {}
     virtual void on_output(const Job&, const JobResult&, std::string_view) {}
+    // The same bytes, with everything the job wrote so far (`kept`, the
+    // bytes included): what lets a view that starts late show the job's
+    // output from its beginning. By default on_output.
+    virtual void on_output_live(const Job& job, const JobResult& result, std::string_view bytes,
+                                const JobOutput& /*kept*/)
+    {
+        on_output(job, result, bytes);
+    }
     // The job's devices are free again; `output` is everything it wrote
     // (only the end of it without RunOptions::whole_output).
     virtual void on_finish(const Job&, const JobResult&, const JobOutput& output) = 0;
@@ -218,6 +226,9 @@ struct RunOptions {
     // Some observer needs on_output (a live view). Without it a job's bytes
     // go from its pipe to its spill file in the kernel (splice).
     bool output_live = true;
+    // With output_live, the jobs (by index) whose bytes the observer wants
+    // now; empty: every job. The others keep the splice.
+    std::function<bool(std::size_t)> output_live_for;
     bool handle_signals = true;       // SIGINT/SIGTERM/SIGHUP stop the run, SIGUSR1 asks for status
     bool keep_output = false;         // copy each job's output into JobResult::output
     // Some observer reads a job's whole output in on_finish or on_retry (a

@@ -4,6 +4,8 @@
 
 #include <pto/devices.hpp>
 
+#include "common/text.hpp"
+
 namespace pto::cli {
 
 void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
@@ -23,9 +25,12 @@ void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
             std::snprintf(buf, sizeof buf, "%.2fs", *expected[i]);
             expect = buf;
         }
-        const std::string devices = s.slots > 0 ? std::to_string(s.slots) + (s.slots == 1 ? " slot" : " slots") : std::to_string(s.devices);
-        out << s.seq << '\t' << s.label << '\t' << devices << '\t' << timeout << '\t' << expect << '\t' << s.line
-            << '\t' << s.command << '\n';
+        const std::string devices =
+            s.slots > 0 ? std::to_string(s.slots) + (s.slots == 1 ? " slot" : " slots") : std::to_string(s.devices);
+        // As in status lines: a label or command cannot pass for a line break or
+        // act on the terminal, and a tab stays a column separator.
+        out << s.seq << '\t' << text::printable(s.label) << '\t' << devices << '\t' << timeout << '\t' << expect
+            << '\t' << s.line << '\t' << text::printable(s.command) << '\n';
     }
 }
 
@@ -33,7 +38,7 @@ void print_slurm_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs
                       std::span<const slurm::NodeDevices> nodes)
 {
     for (const auto& n : nodes)
-        out << "# node " << n.name << ": GPUs " << (n.ids.empty() ? std::string("none") : format_device_range(n.ids))
+        out << "# node " << text::printable(n.name) << ": GPUs " << (n.ids.empty() ? std::string("none") : format_device_range(n.ids))
             << "\n";
     out << "# seq\tlabel\tdevices\tnodes\n";
     for (const auto& s : specs) {
@@ -41,7 +46,7 @@ void print_slurm_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs
         for (const auto& n : nodes)
             if (static_cast<std::size_t>(s.devices) <= n.ids.size())
                 where += (where.empty() ? "" : ",") + n.name;
-        out << "# " << s.seq << '\t' << s.label << '\t' << s.devices << '\t' << where << '\n';
+        out << "# " << s.seq << '\t' << text::printable(s.label) << '\t' << s.devices << '\t' << where << '\n';
     }
 }
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <span>
 
 #include <pto/devices.hpp>
 #include <pto/scheduler.hpp>
@@ -62,7 +63,9 @@ int error(const std::string& message)
 // how much job output could not be written. Returns the exit status.
 int finish_output(output::Sink& out, output::Sink& err, cli::EarlySignals& signals, bool must_end, int status)
 {
-    output::Sink* const sinks[] = {&out, &err};
+    output::Sink* const both[] = {&out, &err};
+    // One sink when standard output and error are one place.
+    const std::span<output::Sink* const> sinks(both, &out == &err ? 1 : 2);
     if (!must_end) {
         auto drained = output::drain(sinks, signals.fd());
         if (!drained)
@@ -101,6 +104,19 @@ bool same_terminal(int a, int b)
 {
     struct stat sa {}, sb {};
     return isatty(a) == 1 && isatty(b) == 1 && fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_rdev == sb.st_rdev;
+}
+
+// Whether `a` and `b` write to one place: the same pipe, file or socket
+// (`2>&1`, the usual CI log), or the same terminal. Written through two
+// sinks, a status line would then land inside a block or a line.
+bool same_destination(int a, int b)
+{
+    struct stat sa {}, sb {};
+    if (fstat(a, &sa) != 0 || fstat(b, &sb) != 0)
+        return false;
+    if (S_ISCHR(sa.st_mode) && S_ISCHR(sb.st_mode))
+        return sa.st_rdev == sb.st_rdev;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 Expected<DiscoveredPool> choose_pool(const std::string& spec)
@@ -232,8 +248,7 @@ Expected<Planned> plan_run(const cli::Options& opt, std::vector<cmdfile::JobSpec
                               : "balanced by history)");
     }
     if (!opt.rerun_failed.empty()) {
-        const std::vector<std::string> last{opt.rerun_failed};
-        auto last_run = plan::read_history(last);
+        auto last_run = plan::read_last_run(opt.rerun_failed);
         if (!last_run)
             return tl::unexpected(last_run.error());
         const std::size_t before = chosen.size();
@@ -483,18 +498,27 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     auto out_sink = output::Sink::open(STDOUT_FILENO, "standard output", ro.spill_place);
     if (!out_sink)
         return error(out_sink.error().message);
-    auto err_sink = output::Sink::open(STDERR_FILENO, "standard error", ro.spill_place);
+    // One ordered writer for both when they are one place: status lines
+    // then queue behind the block or line being written.
+    const bool one_log = same_destination(STDOUT_FILENO, STDERR_FILENO);
+    auto err_sink = one_log ? Expected<std::unique_ptr<output::Sink>>(nullptr)
+                            : output::Sink::open(STDERR_FILENO, "standard error", ro.spill_place);
     if (!err_sink)
         return error(err_sink.error().message);
-    ro.poll_clients = {out_sink->get(), err_sink->get()};
-    ro.output_live = opt.output == report::OutputMode::stream;
+    output::Sink& out = **out_sink;
+    output::Sink& err = one_log ? out : **err_sink;
+    ro.poll_clients = {&out};
+    if (!one_log)
+        ro.poll_clients.push_back(&err);
+    // Stream mode sees every job's bytes; group mode only the live block's.
+    ro.output_live = opt.output == report::OutputMode::stream || opt.output == report::OutputMode::group;
 
     const char* no_color = std::getenv("NO_COLOR");
     const char* term = std::getenv("TERM");
     const bool colour = opt.color == "always" ||
                         (opt.color == "auto" && isatty(STDERR_FILENO) == 1 && (no_color == nullptr || *no_color == '\0') &&
                          !(term != nullptr && std::string_view(term) == "dumb"));
-    report::StatusLines status(**err_sink, opt.verbosity, colour);
+    report::StatusLines status(err, opt.verbosity, colour);
     for (const auto& text : spill_notes)
         status.note(text);
     const report::CiKind ci = opt.ci == "github"   ? report::CiKind::github
@@ -506,14 +530,25 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (opt.progress == "always" ||
         (opt.progress == "auto" && ci == report::CiKind::none && isatty(STDERR_FILENO) == 1 &&
          !(term != nullptr && std::string_view(term) == "dumb"))) {
-        output::Sink* const same_out = same_terminal(STDOUT_FILENO, STDERR_FILENO) ? out_sink->get() : nullptr;
-        auto line = report::ProgressLine::open(**err_sink, same_out, STDERR_FILENO, jobs.size());
+        output::Sink* const same_out = same_terminal(STDOUT_FILENO, STDERR_FILENO) ? &out : nullptr;
+        auto line = report::ProgressLine::open(err, same_out, STDERR_FILENO, jobs.size());
         if (line)
             progress = std::move(*line);
         else
             status.note("no progress line: " + line.error().message);
     }
-    report::OutputWriter output(**out_sink, opt.output, ci);
+    std::string ci_token;
+    if (ci != report::CiKind::none) {
+        auto token = report::random_token();
+        if (!token)
+            return error(token.error().message);
+        ci_token = std::move(*token);
+    }
+    report::OutputWriter output(out, opt.output, ci, std::move(ci_token), opt.tag);
+    if (opt.output == report::OutputMode::group) {
+        output.set_hold_place(ro.spill_place);
+        ro.output_live_for = [&output](std::size_t index) { return output.live_for(index); };
+    }
     report::JsonLines json(json_fd.get());
     report::Fanout fanout;
     fanout.add(&status);
@@ -522,7 +557,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         fanout.add(&json);
     std::optional<report::JunitReport> junit;
     if (!opt.junit_path.empty()) {
-        junit.emplace(opt.junit_path, jobs, suite_name(opt.file));
+        junit.emplace(opt.junit_path, jobs, suite_name(opt.file), opt.junit_output_limit);
         if (auto ok = junit->open(); !ok)
             return error(ok.error().message);
         fanout.add(&*junit);
@@ -598,7 +633,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         status_code = 128 + sig;
         must_end = true;
     }
-    return finish_output(**out_sink, **err_sink, signals, must_end, status_code);
+    return finish_output(out, err, signals, must_end, status_code);
 }
 
 }  // namespace

@@ -41,6 +41,8 @@ enum LongOnly {
     opt_device_slots,
     opt_device_check,
     opt_device_check_timeout,
+    opt_tag,
+    opt_junit_output_limit,
 };
 
 const option long_options[] = {
@@ -77,6 +79,8 @@ const option long_options[] = {
     {"device-slots", required_argument, nullptr, opt_device_slots},
     {"device-check", required_argument, nullptr, opt_device_check},
     {"device-check-timeout", required_argument, nullptr, opt_device_check_timeout},
+    {"tag", no_argument, nullptr, opt_tag},
+    {"junit-output-limit", required_argument, nullptr, opt_junit_output_limit},
     {"help", no_argument, nullptr, 'h'},
     {"version", no_argument, nullptr, 'V'},
     {nullptr, 0, nullptr, 0},
@@ -130,6 +134,27 @@ Expected<std::string> one_of(std::string_view text, const char* option, std::ini
         ++i;
     }
     return fail("invalid value '" + std::string(text) + "' for " + option + ": expected " + list);
+}
+
+// BYTES: a whole number, optionally followed by K, M or G (powers of 1024).
+Expected<std::uint64_t> parse_bytes(std::string_view text, const char* option)
+{
+    std::uint64_t v = 0;
+    const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+    std::string_view unit = text.substr(static_cast<std::size_t>(r.ptr - text.data()));
+    int shift = 0;
+    if (unit == "K")
+        shift = 10;
+    else if (unit == "M")
+        shift = 20;
+    else if (unit == "G")
+        shift = 30;
+    else if (!unit.empty())
+        shift = -1;
+    if (text.empty() || r.ec != std::errc() || shift < 0 || v > (std::uint64_t{1} << 40) >> shift)
+        return fail("invalid value '" + std::string(text) + "' for " + option +
+                    ": expected a number of bytes up to 1T, optionally with K, M or G, e.g. 4M");
+    return v << shift;
 }
 
 Expected<bool> parse_launcher(std::string_view text, const char* where)
@@ -228,6 +253,14 @@ Expected<Options> parse_options(int argc, char** argv)
         }
         case opt_json: o.json_path = arg; break;
         case opt_junit: o.junit_path = arg; break;
+        case opt_junit_output_limit: {
+            auto limit = parse_bytes(arg, "--junit-output-limit");
+            if (!limit)
+                return tl::unexpected(limit.error());
+            o.junit_output_limit = *limit;
+            break;
+        }
+        case opt_tag: o.tag = true; break;
         case opt_log_dir: o.log_dir = arg; break;
         case opt_shell:
             if (*arg == '\0')
@@ -410,11 +443,15 @@ Large suites:
 
 Output and reports:
       --output MODE      group (default: each job's output whole when it
-                         ends), stream (lines as they come, prefixed
+                         ends, or as it comes while it runs alone), stream (lines as they come, prefixed
                          [label]), failed (group, only jobs that did not
                          pass), none
       --json FILE        one JSON object per job (JSON Lines)
       --junit FILE       JUnit XML report
+      --junit-output-limit BYTES  most of a job's output in --junit (default
+                         4M): past it, its head and tail
+      --tag              with --output group or failed, prefix each line of a
+                         block with [label], as stream does
       --log-dir DIR      each job's output in its own file
       --color WHEN       colour the verdicts on standard error: auto (default:
                          on a terminal, unless NO_COLOR is set or TERM=dumb),

@@ -1,6 +1,7 @@
 // The command line, parsed with getopt_long into plain values.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include <pto/scheduler.hpp>
 
 #include "plan/plan.hpp"
+#include "report/junit_report.hpp"
 #include "report/output_writer.hpp"
 
 namespace pto::cli {
@@ -31,6 +33,8 @@ struct Options {
     OutputMode output = OutputMode::group;
     std::string json_path;
     std::string junit_path;
+    std::uint64_t junit_output_limit = report::JunitReport::default_output_limit;
+    bool tag = false;                     // --tag: [label] before each line of a block
     std::string log_dir;
     bool dry_run = false;
     int verbosity = 0;                    // -1 quiet, 0 normal, 1 verbose

@@ -9,11 +9,12 @@ namespace pto::text {
 namespace {
 
 // Code points that a terminal acts on or that reorder what is shown: C1
-// controls, and the bidi embeddings, overrides and isolates that can make
+// controls (U+0085 is a line break to some), the line and paragraph
+// separators, and the bidi embeddings, overrides and isolates that can make
 // a label read as something else ("Trojan Source").
 bool hidden_meaning(char32_t cp)
 {
-    return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+    return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
 void put_hex(unsigned char c, std::string& out)

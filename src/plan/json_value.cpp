@@ -186,7 +186,12 @@ private:
                     if (*low >= 0xDC00 && *low < 0xE000)
                         code = 0x10000 + ((code - 0xD800) << 10) + (*low - 0xDC00);
                 }
-                put_utf8(out, code);
+                // A lone U+DC80..U+DCFF is a byte that was not UTF-8 (what
+                // json_string writes for it): the byte itself comes back.
+                if (code >= 0xDC80 && code <= 0xDCFF)
+                    out += static_cast<char>(code - 0xDC00);
+                else
+                    put_utf8(out, code);
                 break;
             }
             default:

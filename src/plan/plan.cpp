@@ -78,6 +78,19 @@ Expected<History> read_history(std::span<const std::string> files)
     return history;
 }
 
+Expected<History> read_last_run(const std::string& file)
+{
+    auto text = read_report(file);
+    if (!text)
+        return tl::unexpected(text.error());
+    if (!*text)
+        return fail("--rerun-failed: no report '" + file + "'; it names the --json report of the run to repeat");
+    History history;
+    if (auto ok = add_report(history, **text, file); !ok)
+        return tl::unexpected(ok.error());
+    return history;
+}
+
 Expected<Shard> parse_shard(std::string_view text)
 {
     const auto slash = text.find('/');

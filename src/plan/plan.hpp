@@ -33,6 +33,10 @@ Expected<void> add_report(History& history, std::string_view text, const std::st
 // run of a CI cache), one that cannot be read or parsed is.
 Expected<History> read_history(std::span<const std::string> files);
 
+// The report of the run --rerun-failed repeats: unlike a history file it
+// must exist, since without it every job would run again unnoticed.
+Expected<History> read_last_run(const std::string& file);
+
 enum class Order { file, longest };
 
 struct Shard {

@@ -1,5 +1,8 @@
 #include "report/ci_markers.hpp"
 
+#include <sys/random.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -32,9 +35,9 @@ std::string escape(std::string_view s, bool property)
 }
 
 // GitLab's section names: letters, digits and _.- only.
-std::string section_name(const Job& job)
+std::string section_name(const Job& job, std::string_view token)
 {
-    return "pto_par_" + std::to_string(job.seq);
+    return "pto_par_" + std::string(token) + "_" + std::to_string(job.seq);
 }
 
 const char* verdict_word(JobStatus s)
@@ -71,29 +74,65 @@ std::string github_escape_property(std::string_view s)
     return escape(s, true);
 }
 
-std::string group_begin(CiKind ci, const Job& job, const JobResult& r, std::int64_t unix_now)
+Expected<std::string> random_token()
 {
-    const std::string title = std::string(verdict_word(r.status)) + " " + job.label;
+    unsigned char bits[16];
+    std::size_t got = 0;
+    while (got < sizeof bits) {
+        const ssize_t n = getrandom(bits + got, sizeof bits - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return tl::unexpected(sys_error("getrandom for the CI markers' token", errno));
+        got += static_cast<std::size_t>(n);
+    }
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string token;
+    for (const unsigned char b : bits) {
+        token += hex[b >> 4];
+        token += hex[b & 15];
+    }
+    return token;
+}
+
+namespace {
+
+std::string begin_section(CiKind ci, const Job& job, const std::string& title, bool folded, std::int64_t unix_now,
+                          std::string_view token)
+{
     switch (ci) {
     case CiKind::none: return {};
-    case CiKind::github: return "::group::" + github_escape_data(title) + "\n";
-    case CiKind::gitlab: {
-        // Passed jobs folded, the others open where the eye goes first.
-        const bool passed = r.status == JobStatus::passed || r.status == JobStatus::flaky;
+    case CiKind::github:
+        return "::group::" + github_escape_data(title) + "\n::stop-commands::" + std::string(token) + "\n";
+    case CiKind::gitlab:
         // The header is shown as text: no terminal escapes from a label.
-        return "\x1b[0Ksection_start:" + std::to_string(unix_now) + ":" + section_name(job) +
-               (passed ? "[collapsed=true]" : "") + "\r\x1b[0K" + text::printable(title) + "\n";
-    }
+        return "\x1b[0Ksection_start:" + std::to_string(unix_now) + ":" + section_name(job, token) +
+               (folded ? "[collapsed=true]" : "") + "\r\x1b[0K" + text::printable(title) + "\n";
     }
     return {};
 }
 
-std::string group_end(CiKind ci, const Job& job, std::int64_t unix_now)
+}  // namespace
+
+std::string group_begin(CiKind ci, const Job& job, const JobResult& r, std::int64_t unix_now, std::string_view token)
+{
+    // Passed jobs folded, the others open where the eye goes first.
+    const bool passed = r.status == JobStatus::passed || r.status == JobStatus::flaky;
+    return begin_section(ci, job, std::string(verdict_word(r.status)) + " " + job.label, passed, unix_now, token);
+}
+
+std::string live_group_begin(CiKind ci, const Job& job, std::int64_t unix_now, std::string_view token)
+{
+    return begin_section(ci, job, job.label, false, unix_now, token);
+}
+
+std::string group_end(CiKind ci, const Job& job, std::int64_t unix_now, std::string_view token)
 {
     switch (ci) {
     case CiKind::none: return {};
-    case CiKind::github: return "::endgroup::\n";
-    case CiKind::gitlab: return "\x1b[0Ksection_end:" + std::to_string(unix_now) + ":" + section_name(job) + "\r\x1b[0K\n";
+    case CiKind::github: return "::" + std::string(token) + "::\n::endgroup::\n";
+    case CiKind::gitlab:
+        return "\x1b[0Ksection_end:" + std::to_string(unix_now) + ":" + section_name(job, token) + "\r\x1b[0K\n";
     }
     return {};
 }

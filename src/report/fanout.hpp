@@ -21,6 +21,11 @@ public:
         for (auto* o : observers_)
             o->on_output(j, r, bytes);
     }
+    void on_output_live(const Job& j, const JobResult& r, std::string_view bytes, const JobOutput& kept) override
+    {
+        for (auto* o : observers_)
+            o->on_output_live(j, r, bytes, kept);
+    }
     void on_finish(const Job& j, const JobResult& r, const JobOutput& out) override
     {
         for (auto* o : observers_)

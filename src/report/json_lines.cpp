@@ -42,7 +42,10 @@ std::string json_string(std::string_view bytes)
                 i += static_cast<std::size_t>(n);
                 continue;
             }
-            std::snprintf(esc, sizeof esc, "\\u%04x", c);
+            // Not UTF-8: the lone surrogate U+DC00+byte (Python's
+            // "surrogateescape"), which the history reader turns back into
+            // the byte, so a label survives the report exactly.
+            std::snprintf(esc, sizeof esc, "\\udc%02x", c);
             out += esc;
         } else {
             out += static_cast<char>(c);

@@ -28,8 +28,9 @@ private:
 // One job as a JSON object, without the newline.
 std::string job_json(const Job& job, const JobResult& r);
 
-// A JSON string literal for arbitrary bytes: invalid UTF-8 bytes become
-// \u00XX (read as Latin-1), so the line is always valid JSON.
+// A JSON string literal for arbitrary bytes: each byte that is not UTF-8
+// becomes \udcXX (a lone surrogate, as Python's surrogateescape), so the line
+// is always JSON and plan::parse_json gives the very bytes back.
 std::string json_string(std::string_view bytes);
 
 }  // namespace pto::report

@@ -269,8 +269,9 @@ std::string xml_escape(std::string_view bytes, bool attribute)
 
 // ---- JunitReport ----
 
-JunitReport::JunitReport(std::string path, std::span<const Job> jobs, std::string suite_name)
-    : path_(std::move(path)), suite_(std::move(suite_name))
+JunitReport::JunitReport(std::string path, std::span<const Job> jobs, std::string suite_name,
+                         std::uint64_t output_limit)
+    : path_(std::move(path)), suite_(std::move(suite_name)), output_limit_(output_limit)
 {
     // A job the run never reports (it ended before it could start) is still
     // a testcase, so every job is accounted for: skipped, until told more.
@@ -433,11 +434,33 @@ void JunitReport::record(const Job& job, const JobResult& r, const JobOutput* ou
         buf.clear();
         return true;
     };
+    // Past the limit: bytes [0, cut) and [resume, size) are kept, the note
+    // between them. Each part is escaped on its own, so a character cut in
+    // two shows as its bytes.
+    const std::uint64_t size = output->size();
+    const std::uint64_t cut = size > output_limit_ ? output_limit_ / 2 : size;
+    const std::uint64_t resume = size > output_limit_ ? size - (output_limit_ - cut) : size;
+    std::uint64_t at = output->discarded();
+    bool noted = false;
     const auto walked = output->for_each_chunk([&](std::string_view chunk) {
         while (!chunk.empty()) {
-            const auto piece = chunk.substr(0, piece_size);
+            std::string_view piece = chunk.substr(0, piece_size);
+            if (at < cut)
+                piece = piece.substr(0, cut - at);
+            else if (at < resume)
+                piece = piece.substr(0, resume - at);
+            if (at >= cut && at < resume) {
+                if (!noted) {
+                    noted = true;
+                    esc.finish(buf);
+                    buf += "\n[pto-par: " + std::to_string(resume - cut) + " bytes of output left out]\n";
+                    esc = XmlEscaper();
+                }
+            } else {
+                esc.feed(piece, buf);
+            }
+            at += piece.size();
             chunk.remove_prefix(piece.size());
-            esc.feed(piece, buf);
             if (buf.size() >= piece_size && !flush())
                 return false;
         }

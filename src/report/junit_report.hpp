@@ -22,9 +22,15 @@ namespace pto::report {
 
 class JunitReport final : public RunObserver {
 public:
+    // --junit-output-limit's default: what CI servers read without choking.
+    static constexpr std::uint64_t default_output_limit = 4u << 20;
+
     // One testcase per job of `jobs`, in their order; `suite_name` names the testsuite and
-    // is every testcase's classname.
-    JunitReport(std::string path, std::span<const Job> jobs, std::string suite_name);
+    // is every testcase's classname. A job's <system-out> holds at most
+    // `output_limit` bytes of its output: past it, the first and last halves,
+    // with the count of bytes left out between them.
+    JunitReport(std::string path, std::span<const Job> jobs, std::string suite_name,
+                std::uint64_t output_limit = default_output_limit);
     ~JunitReport() override;
     JunitReport(const JunitReport&) = delete;
     JunitReport& operator=(const JunitReport&) = delete;
@@ -71,6 +77,7 @@ private:
 
     std::string path_;
     std::string suite_;
+    std::uint64_t output_limit_;
     std::vector<Case> cases_;
     UniqueFd spool_;
     std::uint64_t spool_size_ = 0;

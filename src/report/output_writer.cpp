@@ -47,11 +47,29 @@ void OutputWriter::on_output(const Job& job, const JobResult& r, std::string_vie
     if (mode_ != OutputMode::stream || bytes.empty())
         return;
     Stream& st = streams_[r.index];
-    if (st.prefix.empty()) {
-        st.prefix = "[" + job.label + "] ";
-        st.prefix_size = st.prefix.size();
-        st.prefix.resize((st.prefix_size + prefix_block - 1) / prefix_block * prefix_block, ' ');
-    }
+    if (st.prefix.empty())
+        st = tagged(job);
+    put_lines(st, bytes);
+}
+
+OutputWriter::Stream OutputWriter::tagged(const Job& job)
+{
+    Stream st;
+    st.prefix = "[" + job.label + "] ";
+    st.prefix_size = st.prefix.size();
+    st.prefix.resize((st.prefix_size + prefix_block - 1) / prefix_block * prefix_block, ' ');
+    return st;
+}
+
+void OutputWriter::end_lines(Stream& st)
+{
+    if (!st.partial.empty())
+        out_.write(st.prefix.substr(0, st.prefix_size) + st.partial + "\n");
+    st.partial.clear();
+}
+
+void OutputWriter::put_lines(Stream& st, std::string_view bytes)
+{
     const std::string& prefix = st.prefix;
     const std::size_t prefix_size = st.prefix_size;
     std::string& pending = st.partial;
@@ -108,6 +126,98 @@ void OutputWriter::on_output(const Job& job, const JobResult& r, std::string_vie
         out_.write(std::string_view(lines_.data(), static_cast<std::size_t>(at - lines_.data())));
 }
 
+void OutputWriter::on_start(const Job& job, const JobResult& r)
+{
+    if (mode_ != OutputMode::group)
+        return;
+    running_[r.index] = &job;
+    after_block();
+}
+
+void OutputWriter::on_output_live(const Job& job, const JobResult& r, std::string_view bytes, const JobOutput& kept)
+{
+    if (mode_ == OutputMode::stream) {
+        on_output(job, r, bytes);
+        return;
+    }
+    if (!live_for(r.index))
+        return;
+    if (live_->shown) {
+        write_live(job, bytes);
+        return;
+    }
+    // Live from now on: what it printed before first (`kept` holds `bytes`).
+    show_kept(job, kept);
+}
+
+void OutputWriter::show_kept(const Job& job, const JobOutput& kept)
+{
+    live_->shown = true;
+    const auto walked = kept.for_each_chunk([this, &job](std::string_view chunk) {
+        write_live(job, chunk);
+        return true;
+    });
+    if (!walked)
+        write_live(job, "[pto-par: " + walked.error().message + "]\n");
+}
+
+void OutputWriter::write_live(const Job& job, std::string_view bytes)
+{
+    if (bytes.empty())
+        return;
+    live_->last = bytes.back();
+    if (!tag_) {
+        out_.write(bytes);
+        return;
+    }
+    Stream& st = streams_[live_->index];
+    if (st.prefix.empty())
+        st = tagged(job);
+    put_lines(st, bytes);
+}
+
+void OutputWriter::end_live(const Job& job, const JobResult& r, const JobOutput& output, bool annotate)
+{
+    if (!live_->shown)
+        show_kept(job, output);
+    if (const auto it = streams_.find(r.index); it != streams_.end()) {
+        end_lines(it->second);
+        streams_.erase(it);
+    } else if (ci_ != CiKind::none && live_->last != '\n') {
+        out_.write("\n");
+    }
+    const auto now = static_cast<std::int64_t>(std::time(nullptr));
+    out_.write(group_end(ci_, job, now, token_));
+    if (annotate)
+        out_.write(annotation(ci_, r));
+    live_.reset();
+}
+
+void OutputWriter::after_block()
+{
+    if (live_)
+        return;
+    for (const auto& h : held_)
+        write_block(h.job, h.result, h.output);
+    held_.clear();
+    if (running_.size() != 1)
+        return;
+    const auto& [index, job] = *running_.begin();
+    live_ = Live{index};
+    out_.write(live_group_begin(ci_, *job, static_cast<std::int64_t>(std::time(nullptr)), token_));
+}
+
+void OutputWriter::on_retry(const Job& job, const JobResult& r, const JobOutput& output)
+{
+    if (mode_ != OutputMode::group)
+        return;
+    running_.erase(r.index);
+    // A try that will be run again gets no annotation, live or not.
+    if (live_for(r.index))
+        end_live(job, r, output, false);
+    after_block();
+}
+
 void OutputWriter::on_finish(const Job& job, const JobResult& r, const JobOutput& output)
 {
     switch (mode_) {
@@ -116,31 +226,68 @@ void OutputWriter::on_finish(const Job& job, const JobResult& r, const JobOutput
     case OutputMode::stream: {
         const auto it = streams_.find(r.index);
         if (it != streams_.end()) {
-            if (!it->second.partial.empty())
-                out_.write(it->second.prefix.substr(0, it->second.prefix_size) + it->second.partial + "\n");
+            end_lines(it->second);
             streams_.erase(it);
         }
         out_.write(annotation(ci_, r));
         return;
     }
     case OutputMode::failed:
-        if (r.status == JobStatus::passed || r.status == JobStatus::flaky)
+        // Never live: a block is written only once the verdict says it is one.
+        if (r.status != JobStatus::passed && r.status != JobStatus::flaky)
+            write_block(job, r, output);
+        return;
+    case OutputMode::group:
+        running_.erase(r.index);
+        if (live_for(r.index)) {
+            end_live(job, r, output, true);
+        } else if (live_) {
+            // Kept whole until the live block ends: in memory when small (no
+            // descriptor taken from the jobs), else in a spill file of its
+            // own, or in memory when none can be had.
+            const bool small = output.size() <= JobOutput::default_memory_limit;
+            auto copy = hold_place_ && !small ? JobOutput::reserve(*hold_place_) : Expected<JobOutput>(JobOutput());
+            Held h{job, r, copy ? std::move(*copy) : JobOutput()};
+            const auto walked = output.for_each_chunk([&h](std::string_view chunk) {
+                h.output.append(chunk);
+                return true;
+            });
+            if (!walked)
+                h.output.append("[pto-par: " + walked.error().message + "]\n");
+            held_.push_back(std::move(h));
             return;
-        [[fallthrough]];
-    case OutputMode::group: {
-        const auto now = static_cast<std::int64_t>(std::time(nullptr));
-        out_.write(group_begin(ci_, job, r, now));
+        } else {
+            write_block(job, r, output);
+        }
+        after_block();
+        return;
+    }
+}
+
+void OutputWriter::write_block(const Job& job, const JobResult& r, const JobOutput& output)
+{
+    const auto now = static_cast<std::int64_t>(std::time(nullptr));
+    out_.write(group_begin(ci_, job, r, now, token_));
+    if (tag_) {
+        // Every line prefixed as stream does; the last one ended.
+        Stream st = tagged(job);
+        const auto walked = output.for_each_chunk([this, &st](std::string_view chunk) {
+            put_lines(st, chunk);
+            return true;
+        });
+        end_lines(st);
+        if (!walked)
+            out_.write("[" + job.label + "] [pto-par: " + walked.error().message + "]\n");
+    } else {
         // One call, so the block stays whole: the sink keeps it in order
         // behind whatever it already holds.
         out_.write(output);
         // A block without a final newline would glue the marker to its last line.
         if (ci_ != CiKind::none && output.size() != 0 && output.tail(1) != "\n")
             out_.write("\n");
-        out_.write(group_end(ci_, job, now));
-        out_.write(annotation(ci_, r));
-        return;
     }
-    }
+    out_.write(group_end(ci_, job, now, token_));
+    out_.write(annotation(ci_, r));
 }
 
 }  // namespace pto::report

@@ -2,7 +2,9 @@
 // output carries job bytes only (plus the [label] prefixes of stream mode).
 #pragma once
 
+#include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,24 +25,76 @@ public:
     // `out` must outlive this object. With `ci`, each job's block is a
     // collapsible section of the CI log, and a job that did not pass is
     // annotated (stream mode: annotations only, since lines interleave).
-    OutputWriter(output::Sink& out, OutputMode mode, CiKind ci = CiKind::none) : out_(out), mode_(mode), ci_(ci) {}
+    // `token` is the run's random_token() for the CI markers. With `tag`
+    // (group and failed), each line of a block is prefixed "[label] " as in
+    // stream mode.
+    OutputWriter(output::Sink& out, OutputMode mode, CiKind ci = CiKind::none, std::string token = {},
+                 bool tag = false)
+        : out_(out), mode_(mode), ci_(ci), token_(std::move(token)), tag_(tag) {}
 
-    // Group and failed write a job's every byte at its end; stream has
-    // written them as they came, and none never does (RunOptions::whole_output).
+    // Group and failed write a job's every byte at its end (or, for group's
+    // live block, as it comes and what was kept before); stream has written
+    // them as they came, and none never does (RunOptions::whole_output).
     bool needs_whole_output() const { return mode_ == OutputMode::group || mode_ == OutputMode::failed; }
 
+    // Group mode's live block (SPEC section 5): whether the job at `index`
+    // is the live one, whose bytes go out as they come
+    // (RunOptions::output_live_for).
+    bool live_for(std::size_t index) const { return live_ && live_->index == index; }
+    // Where a block that must wait for the live one is kept meanwhile;
+    // without it, in memory.
+    void set_hold_place(SpillPlace place) { hold_place_ = std::move(place); }
+
+    void on_start(const Job&, const JobResult&) override;
     void on_output(const Job&, const JobResult&, std::string_view bytes) override;
+    void on_output_live(const Job&, const JobResult&, std::string_view bytes, const JobOutput& kept) override;
     void on_finish(const Job&, const JobResult&, const JobOutput& output) override;
+    void on_retry(const Job&, const JobResult&, const JobOutput& output) override;
 
 private:
-    output::Sink& out_;
-    OutputMode mode_;
-    CiKind ci_;
     struct Stream {
         std::string prefix;   // "[label] ", made once per job, padded to whole blocks (see the .cpp)
         std::size_t prefix_size = 0;  // without the padding
         std::string partial;  // the line not finished yet
     };
+    static Stream tagged(const Job& job);
+    // Writes the complete lines of `bytes`, each prefixed; keeps the rest.
+    void put_lines(Stream& st, std::string_view bytes);
+    // Writes the line left without its newline, ended.
+    void end_lines(Stream& st);
+
+    // A whole block: its markers with the verdict, every byte, the annotation.
+    void write_block(const Job& job, const JobResult& r, const JobOutput& output);
+    // Everything the live job kept so far, written: from now on only new bytes.
+    void show_kept(const Job& job, const JobOutput& kept);
+    // Bytes of the live block, tagged if asked.
+    void write_live(const Job& job, std::string_view bytes);
+    // The live block ends: what was not shown yet, the closing marker, and
+    // (unless the job runs again) the annotation.
+    void end_live(const Job& job, const JobResult& r, const JobOutput& output, bool annotate);
+    // After a block ends: the blocks that waited, then a job left running
+    // alone becomes live.
+    void after_block();
+
+    output::Sink& out_;
+    OutputMode mode_;
+    CiKind ci_;
+    std::string token_;
+    bool tag_;
+    std::optional<SpillPlace> hold_place_;
+    std::map<std::size_t, const Job*> running_;  // group mode: by index; the run keeps the Jobs
+    struct Live {
+        std::size_t index;
+        bool shown = false;  // what the job kept before it became live is written
+        char last = '\n';    // the last byte written, for the closing marker
+    };
+    std::optional<Live> live_;
+    struct Held {
+        Job job;
+        JobResult result;
+        JobOutput output;
+    };
+    std::deque<Held> held_;  // blocks of jobs that ended beside the live one, in order
     std::map<std::size_t, Stream> streams_;  // stream mode: per running job
     std::vector<char> lines_;                // stream mode: reused, so no allocation per chunk
 };

@@ -156,15 +156,18 @@ void Run::read(JobProcess& j, int max_reads)
     // from the pipe to the spill file (splice) and they never enter here;
     // a Slurm step's first line is pto-par's, and is looked at.
     std::function<void(std::string_view)> live;
-    if ((opt_.observer != nullptr && opt_.output_live && !j.is_check()) || j.step() != nullptr)
-        // Two pointers: small enough for std::function to keep without an
-        // allocation on every read.
+    const bool watched = opt_.observer != nullptr && opt_.output_live && !j.is_check() &&
+                         (!opt_.output_live_for || opt_.output_live_for(j.index()));
+    // Two pointers each: small enough for std::function to keep without an
+    // allocation on every read. A step's START comes before the first
+    // output after its header.
+    if (watched)
         live = [this, &j](std::string_view bytes) {
-            // A step's START comes before the first output after its header.
             note_step_start(j);
-            if (opt_.observer != nullptr && opt_.output_live)
-                opt_.observer->on_output(jobs_[j.index()], results_[j.index()], bytes);
+            opt_.observer->on_output_live(jobs_[j.index()], results_[j.index()], bytes, j.output());
         };
+    else if (j.step() != nullptr)
+        live = [this, &j](std::string_view) { note_step_start(j); };
     j.read_output(read_chunk, max_reads, live);
     note_step_start(j);
 }
@@ -196,6 +199,20 @@ void Run::finish_ended()
         report(*done, false);
         // `done` goes: it closes the pipe (and removes a cgroup not recycled).
     }
+    if (!ended.empty())
+        show_live();
+}
+
+// A job that an end left running alone may have become live (the live
+// block, RunOptions::output_live_for): it is shown what it printed so far
+// now, not at its next bytes, which may be long in coming.
+void Run::show_live()
+{
+    if (opt_.observer == nullptr || !opt_.output_live || !opt_.output_live_for)
+        return;
+    for (const auto& j : set_.jobs())
+        if (!j->is_check() && opt_.output_live_for(j->index()))
+            opt_.observer->on_output_live(jobs_[j->index()], results_[j->index()], {}, j->output());
 }
 
 // The try is over: its TIMEOUT report if it is due, and its end.

@@ -54,6 +54,7 @@ private:
     std::string why_unusable() const;
     void report_status();
     void finish_ended();
+    void show_live();
     void end_try(JobProcess& j);
     void report(JobProcess& j, bool abandoned);
     std::size_t running_jobs() const;

@@ -2,6 +2,8 @@
 // survives SIGKILL, and what left its job's process group.
 #include "runner/run.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 
@@ -56,6 +58,7 @@ void Run::quarantine(JobProcess& j)
     const std::string what = describe_processes(j.members());
     if (!j.exit_handled)
         res.status = j.life.timed_out() ? JobStatus::timeout : JobStatus::killed;
+    res.stragglers = 0;  // none was stopped; the error names what is left
     res.error = "could not be stopped (" + (what.empty() ? std::string("its processes") : what) + "); devices " +
                 (devices.empty() ? std::string("none") : format_device_range(devices)) +
                 " withheld for the rest of the run";
@@ -166,6 +169,12 @@ void Run::sweep_escapees()
     for (const auto& j : abandoned_)
         keep.push_back(j->pid());
     auto pids = escapees_->find(keep);
+    // What could not be stopped never left its group: it is the quarantined
+    // job's, said so already.
+    std::erase_if(pids, [this](pid_t pid) {
+        return std::any_of(abandoned_.begin(), abandoned_.end(),
+                           [pgid = getpgid(pid)](const auto& j) { return pgid == j->pid(); });
+    });
     if (pids.empty())
         return;
     notice(escapee_notice(pids));

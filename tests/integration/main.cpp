@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <string>
 
@@ -27,6 +28,11 @@ int main(int argc, char** argv)
 {
     if (argc == 3 && std::strcmp(argv[1], "--unkillable") == 0)
         return unkillable(argv[2]);
+    // A program that exits before reading the standard input a test gives
+    // it (a usage error) must not kill the test binary with SIGPIPE: the
+    // write then fails with EPIPE, which Process ignores. Children get the
+    // default back.
+    signal(SIGPIPE, SIG_IGN);
     doctest::Context context(argc, argv);
     return context.run();
 }

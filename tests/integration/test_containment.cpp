@@ -104,33 +104,58 @@ TEST_CASE("cgroup: what a SIGKILLed run left in its cgroups is stopped by the ne
         kill(orphan, SIGKILL);
 }
 
-TEST_CASE("a leftover that cannot be stopped keeps its device out of the pool; what no longer fits is cancelled")
+namespace {
+
+// Whether a setuid-root helper can make a process pto-par (as `nobody`) may
+// not signal; says why not when it cannot.
+bool unkillable_usable()
 {
     if (geteuid() != 0) {
         MESSAGE("skipped: making a setuid-root helper needs root");
-        return;
+        return false;
     }
     if (!subreaper_usable()) {
         // The same emulator runs a setuid program with the caller's rights.
         MESSAGE("skipped: qemu-user (no child subreaper here) does not run setuid programs as their owner");
-        return;
+        return false;
     }
-    TempDir dir;
+    return true;
+}
+
+// A run as `nobody` whose first job, 'holder', leaves behind a copy of this
+// binary, setuid root, that pto-par may not signal. Returns the run and the
+// pid of what it could not stop (killed here).
+std::pair<Finished, pid_t> run_with_unkillable_leftover(TempDir& dir, const std::vector<std::string>& extra)
+{
     chmod(dir.path().c_str(), 0777);
-    // A copy of this binary, setuid root: as `nobody`, pto-par may not signal it.
     const auto helper = dir.file("unkillable");
     std::filesystem::copy_file("/proc/self/exe", helper);
     REQUIRE(chown(helper.c_str(), 0, 0) == 0);
     REQUIRE(chmod(helper.c_str(), 04755) == 0);
     const auto pidfile = dir.file("u.pid");
-    const auto json = dir.file("r.json");
     const auto cmds = dir.write("q.cmds", "@1,label=holder " + helper + " --unkillable " + pidfile + " & while [ ! -s " +
                                               pidfile + " ]; do sleep 0.01; done\n" +
                                               "@1,label=next echo ran-on-a-held-device\n@0,label=free echo free\n");
     chmod(cmds.c_str(), 0644);
-    const auto r = run({pto_par(), "-d", "3", "-j", "1", "--kill-grace", "0.5", "--json", json, cmds}, {}, {}, 30s,
-                       Setup::as_user(65534, 65534));
+    std::vector<std::string> args{pto_par(), "-d", "3", "-j", "1", "--kill-grace", "0.5"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back(cmds);
+    const auto r = run(args, {}, {}, 30s, Setup::as_user(65534, 65534));
     const pid_t stuck = static_cast<pid_t>(std::stol(dir.read("u.pid")));
+    CHECK(process_alive(stuck));
+    kill(stuck, SIGKILL);
+    return {r, stuck};
+}
+
+}  // namespace
+
+TEST_CASE("a leftover that cannot be stopped keeps its device out of the pool; what no longer fits is cancelled")
+{
+    if (!unkillable_usable())
+        return;
+    TempDir dir;
+    const auto json = dir.file("r.json");
+    const auto [r, stuck] = run_with_unkillable_leftover(dir, {"--json", json});
     CHECK(r.out.find("ran-on-a-held-device") == std::string::npos);
     CHECK(r.out.find("free") != std::string::npos);
     CHECK(r.exit_code == 1);
@@ -139,8 +164,19 @@ TEST_CASE("a leftover that cannot be stopped keeps its device out of the pool; w
     CHECK(r.err.find("CANCEL next") != std::string::npos);
     CHECK(r.err.find("needs 1 devices but only 0 remain usable (devices 3 withheld)") != std::string::npos);
     CHECK(r.err.find("PASS free") != std::string::npos);
-    CHECK(process_alive(stuck));
-    kill(stuck, SIGKILL);
+}
+
+TEST_CASE("what could not be stopped is not said to be stopped, nor to have left its process group")
+{
+    if (!unkillable_usable())
+        return;
+    TempDir dir;
+    const auto [r, stuck] = run_with_unkillable_leftover(dir, {"--contain", "pgroup"});
+    const auto holder = lines_with(r.err, "] PASS holder ");
+    REQUIRE(holder.size() == 1);
+    CHECK(holder[0].find("could not be stopped (pid " + std::to_string(stuck)) != std::string::npos);
+    CHECK(holder[0].find("(stopped ") == std::string::npos);
+    CHECK(r.err.find("left their job's process group") == std::string::npos);
 }
 
 TEST_CASE("a stopped job that is being stopped gets SIGCONT after SIGTERM, not a wait for SIGKILL")

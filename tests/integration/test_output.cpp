@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include "process.hpp"
 
@@ -34,6 +36,165 @@ TEST_CASE("the output of two chatty jobs is never interleaved")
         b += "B " + std::to_string(i) + "\n";
     }
     CHECK((r.out == a + b || r.out == b + a));
+}
+
+TEST_CASE("2>&1 into a slow reader: status lines land between blocks and lines, never inside")
+{
+    TempDir dir;
+    // Six jobs of 10,000 lines of 100 digits each; a reader that takes 64 KiB
+    // at a time with a pause, so that the pipe is full most of the time.
+    std::string cmds;
+    for (int k = 1; k <= 6; ++k)
+        cmds += "@0,label=b" + std::to_string(k) + " i=0; l=$(printf '%0100d' 0 | tr 0 " + std::to_string(k) +
+                "); while [ $i -lt 10000 ]; do echo $l; i=$((i+1)); done\n";
+    const auto file = dir.write("many.cmds", cmds);
+    const auto reader = dir.write("slow.py", "import sys, time\n"
+                                             "while True:\n"
+                                             "    b = sys.stdin.buffer.read1(65536)\n"
+                                             "    if not b: break\n"
+                                             "    sys.stdout.buffer.write(b)\n"
+                                             "    time.sleep(0.003)\n");
+    for (const std::string& mode : {std::string("group"), std::string("stream")}) {
+        CAPTURE(mode);
+        const auto r = run({"/bin/sh", "-c", "\"$0\" -d none -j 3 -v --output " + mode + " \"$1\" 2>&1 | python3 \"$2\"",
+                            pto_par(), file, reader},
+                           {}, {}, 120s);
+        CHECK(r.exit_code == 0);
+        std::size_t job_lines = 0;
+        std::string last_job;   // the job whose block goes on (group mode)
+        std::set<std::string> done;  // jobs whose block has ended
+        bool whole = true;
+        std::size_t at = 0;
+        while (at < r.out.size()) {
+            const auto nl = r.out.find('\n', at);
+            const std::string line = r.out.substr(at, nl - at);
+            at = nl == std::string::npos ? r.out.size() : nl + 1;
+            if (line.rfind("[pto-par] ", 0) == 0)
+                continue;
+            std::string body = line;
+            std::string job;
+            if (mode == "stream") {
+                const auto close = line.find("] ");
+                if (line.empty() || line[0] != '[' || close == std::string::npos) {
+                    whole = false;
+                    break;
+                }
+                job = line.substr(1, close - 1);
+                body = line.substr(close + 2);
+            } else {
+                job = body.empty() ? "" : "b" + std::string(1, body[0]);
+                if (job != last_job) {
+                    if (done.count(job) != 0 || job.empty()) {
+                        whole = false;  // a block resumed after another one
+                        break;
+                    }
+                    done.insert(last_job);
+                    last_job = job;
+                }
+            }
+            if (body.size() != 100 || body != std::string(100, job.back())) {
+                whole = false;
+                CAPTURE(line.substr(0, 200));
+                break;
+            }
+            ++job_lines;
+        }
+        CHECK(whole);
+        CHECK(job_lines == 60000);
+    }
+}
+
+namespace {
+
+// A job line that prints `before`, waits until `flag` exists (at most 20 s,
+// then it says "gave up"), and prints `after`: the test creates the flag
+// once it has seen `before` on pto-par's standard output, so no timing is
+// guessed.
+std::string waits_for(const std::string& label, const std::string& before, const std::string& flag,
+                      const std::string& after)
+{
+    return "@0,label=" + label + " echo " + before + "; i=0; while [ ! -e " + flag +
+           " ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; [ -e " + flag + " ] || echo gave up; echo " +
+           after + "\n";
+}
+
+struct LiveRun {
+    bool seen = false;  // `shown` came on standard output while the job waited
+    Finished r;
+};
+
+// Runs pto-par with `args` and then a file of `cmds` (whose jobs wait for
+// dir's "flag"); once `shown` is on its standard output (and `after` on its
+// standard error, if given), creates the flag and lets the run end.
+LiveRun run_until_shown(TempDir& dir, std::vector<std::string> args, const std::string& cmds,
+                        const std::string& shown, const std::string& after = {})
+{
+    args.insert(args.begin(), pto_par());
+    args.push_back(dir.write("live.cmds", cmds));
+    Process p(args);
+    LiveRun l;
+    l.seen = p.wait_for_stdout(shown, 20s);
+    if (!after.empty())
+        CHECK(p.wait_for_stderr(after, 20s));
+    std::ofstream(dir.file("flag")) << "";
+    l.r = p.wait(30s);
+    return l;
+}
+
+}  // namespace
+
+TEST_CASE("live block: a serial run's output appears as it comes")
+{
+    TempDir dir;
+    const auto [seen, r] =
+        run_until_shown(dir, {"-d", "none", "-j", "1"}, waits_for("one", "first", dir.file("flag"), "second"), "first\n");
+    CHECK(seen);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "first\nsecond\n");
+}
+
+TEST_CASE("live block: a job that starts beside the live one keeps its block until the live one ends")
+{
+    TempDir dir;
+    // The short job has ended when the flag comes: its block, 3 MB (held
+    // in a spill file), must wait all the same.
+    const auto [seen, r] = run_until_shown(
+        dir, {"-d", "none", "-j", "2"},
+        waits_for("long", "L1", dir.file("flag"), "L2") + "@0,label=short head -c 3000000 /dev/zero | tr '\\0' S\n",
+        "L1\n", "PASS short");
+    CHECK(seen);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "L1\nL2\n" + std::string(3000000, 'S'));
+}
+
+TEST_CASE("live block: a job left running alone becomes live, what it printed before first")
+{
+    TempDir dir;
+    const auto [seen, r] =
+        run_until_shown(dir, {"-d", "none", "-j", "2"},
+                        "@0,label=quick sleep 0.5; echo Q\n" + waits_for("slow", "B1", dir.file("flag"), "B2"), "B1\n");
+    CHECK(seen);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "Q\nB1\nB2\n");
+}
+
+TEST_CASE("live block: --log-dir, --junit and GitHub's markers still get every byte of a live job")
+{
+    TempDir dir;
+    const auto [seen, r] = run_until_shown(
+        dir, {"-d", "none", "-j", "1", "--ci", "github", "--log-dir", dir.file("logs"), "--junit", dir.file("j.xml")},
+        waits_for("one", "first", dir.file("flag"), "second") + "@0,label=two false\n", "first\n");
+    CHECK(seen);
+    CHECK(r.exit_code == 1);
+    CHECK(dir.read("logs/one.log") == "first\nsecond\n");
+    CHECK(dir.read("j.xml").find("first\nsecond\n</system-out>") != std::string::npos);
+    const auto at = r.out.find("::stop-commands::");
+    REQUIRE(at != std::string::npos);
+    const std::string t = r.out.substr(at + 17, 32);
+    // A live block's group is named before its verdict is known.
+    CHECK(r.out == "::group::one\n::stop-commands::" + t + "\nfirst\nsecond\n::" + t + "::\n::endgroup::\n"
+                   "::group::two\n::stop-commands::" + t + "\n::" + t + "::\n::endgroup::\n"
+                   "::error title=two::FAIL exit=1 after 0.0s on devices none\n");
 }
 
 TEST_CASE("standard output carries job bytes only; status lines go to standard error")
@@ -239,7 +400,7 @@ TEST_CASE("--output stream with --log-dir and --junit: they still get every byte
 {
     TempDir dir;
     const auto r = run({pto_par(), "-d", "none", "--output", "stream", "--log-dir", dir.file("logs"), "--junit",
-                        dir.file("j.xml"), dir.write("big.cmds", big_job)});
+                        dir.file("j.xml"), "--junit-output-limit", "64M", dir.write("big.cmds", big_job)});
     CHECK(r.exit_code == 0);
     CHECK(r.out == big_job_streamed());
     std::string log;

@@ -113,6 +113,43 @@ TEST_CASE("--rerun-failed runs exactly what did not pass, and what the report do
     CHECK(r2.err.find("re-running 3 of 5 jobs that did not pass in " + json) != std::string::npos);
 }
 
+TEST_CASE("--rerun-failed and --history know a label that is not UTF-8 exactly as the file spells it")
+{
+    TempDir dir;
+    const auto json = dir.file("r.json");
+    const std::string odd = "\xff\xfe\xc3";
+    const auto cmds = dir.write("u.cmds", "@0,label=" + odd + " true\n@0,label=bad false\n@0,label=\xc3\xa9t\xc3\xa9 true\n");
+    CHECK(run({pto_par(), "-d", "none", "--json", json, cmds}).exit_code == 1);
+    const auto again = run({pto_par(), "-d", "none", "--rerun-failed", json, cmds});
+    CHECK(started_labels(again.err) == std::vector<std::string>{"bad"});
+    const auto plan = run({pto_par(), "-n", "-d", "none", "--history", json, cmds});
+    CHECK(lines_with(plan.out, "\t-\t0.").size() == 3);  // no timeout, a duration from history
+}
+
+TEST_CASE("labels that could pass for a line break look the same in --dry-run and in status lines: escaped")
+{
+    TempDir dir;
+    const auto cmds = dir.write("n.cmds", "@0,label=a\xc2\x85z true\n@0,label=b\xe2\x80\xa8z true\n");
+    const auto plan = run({pto_par(), "-n", "-d", "none", cmds});
+    const auto ran = run({pto_par(), "-d", "none", cmds});
+    for (const std::string& text : {plan.out, ran.err}) {
+        CHECK(text.find("a\\xc2\\x85z") != std::string::npos);
+        CHECK(text.find("b\\xe2\\x80\\xa8z") != std::string::npos);
+        CHECK(text.find("\xc2\x85") == std::string::npos);
+        CHECK(text.find("\xe2\x80\xa8") == std::string::npos);
+    }
+}
+
+TEST_CASE("--rerun-failed with a report that is not there is an error, not a re-run of everything")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "-d", "none", "--rerun-failed", dir.file("none.json"),
+                        dir.write("a.cmds", "@0,label=ok true\n")});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("pto-par: error: --rerun-failed: no report '" + dir.file("none.json") + "'") != std::string::npos);
+    CHECK(r.err.find("START") == std::string::npos);
+}
+
 TEST_CASE("--backfill starts a short job ahead of a blocked head only when history says it fits, never delaying the head")
 {
     TempDir dir;

@@ -5,13 +5,30 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 
 #include "process.hpp"
 #include "screen.hpp"
 
 using namespace pto::test;
+using namespace std::chrono_literals;
 
 TEST_SUITE("presentation") {
+
+namespace {
+
+// The token of a GitHub run's ::stop-commands:: (the first), empty if none.
+std::string stop_token(const std::string& out)
+{
+    const std::string mark = "\n::stop-commands::";
+    const auto at = out.find(mark);
+    if (at == std::string::npos)
+        return {};
+    const auto from = at + mark.size();
+    return out.substr(from, out.find('\n', from) - from);
+}
+
+}  // namespace
 
 TEST_CASE("in GitHub Actions each job's block is a group and a failure an annotation; stdout has nothing else")
 {
@@ -19,11 +36,36 @@ TEST_CASE("in GitHub Actions each job's block is a group and a failure an annota
     const auto file = dir.write("g.cmds", "@0,label=ok printf 'fine'\n@0,label=bad%x echo broken; exit 3\n");
     const auto r = run({pto_par(), "-d", "none", "-j", "1", file}, {}, {"GITHUB_ACTIONS=true"});
     CHECK(r.exit_code == 1);
-    CHECK(r.out == "::group::PASS ok\nfine\n::endgroup::\n"
-                   "::group::FAIL bad%25x\nbroken\n::endgroup::\n"
+    const std::string t = stop_token(r.out);
+    CHECK(t.size() == 32);
+    // -j 1: each block is live, named before its verdict is known.
+    CHECK(r.out == "::group::ok\n::stop-commands::" + t + "\nfine\n::" + t + "::\n::endgroup::\n"
+                   "::group::bad%25x\n::stop-commands::" + t + "\nbroken\n::" + t + "::\n::endgroup::\n"
                    "::error title=bad%25x::FAIL exit=3 after 0.0s on devices none\n");
     const auto plain = run({pto_par(), "-d", "none", "-j", "1", "--ci", "none", file}, {}, {"GITHUB_ACTIONS=true"});
     CHECK(plain.out == "finebroken\n");
+}
+
+TEST_CASE("a job cannot switch off, close or forge pto-par's GitHub markers: its bytes are inside stop-commands")
+{
+    TempDir dir;
+    // What a hostile or careless job prints, each alone on a line as the
+    // runner would read it, a guess at a token among them.
+    const std::string evil = "::stop-commands::x\\n::x::\\n::endgroup::\\n::error title=fake::forged\\n"
+                             "::stop-commands::00000000000000000000000000000000\\n";
+    const auto file = dir.write("e.cmds", "@0,label=evil printf '" + evil + "'\n@0,label=bad false\n");
+    const auto r = run({pto_par(), "-d", "none", "-j", "1", "--ci", "github", file});
+    const std::string t = stop_token(r.out);
+    REQUIRE(t.size() == 32);
+    const std::string printed = "::stop-commands::x\n::x::\n::endgroup::\n::error title=fake::forged\n"
+                                "::stop-commands::00000000000000000000000000000000\n";
+    CHECK(r.out == "::group::evil\n::stop-commands::" + t + "\n" + printed + "::" + t + "::\n::endgroup::\n"
+                   "::group::bad\n::stop-commands::" + t + "\n::" + t + "::\n::endgroup::\n"
+                   "::error title=bad::FAIL exit=1 after 0.0s on devices none\n");
+    // Another run, another token.
+    const auto again = run({pto_par(), "-d", "none", "-j", "1", "--ci", "github", file});
+    CHECK(stop_token(again.out).size() == 32);
+    CHECK(stop_token(again.out) != t);
 }
 
 TEST_CASE("stream mode: no groups (lines interleave), the annotations still come")
@@ -37,11 +79,27 @@ TEST_CASE("stream mode: no groups (lines interleave), the annotations still come
 TEST_CASE("GitLab: sections, folded for passed jobs, open for the others")
 {
     TempDir dir;
-    const auto r = run({pto_par(), "-d", "none", "-j", "1",
-                        dir.write("l.cmds", "@0,label=ok echo a\n@0,label=bad echo b; false\n")},
-                       {}, {"GITLAB_CI=true"});
-    CHECK(r.out.find("pto_par_1[collapsed=true]\r\x1b[0KPASS ok\na\n\x1b[0Ksection_end:") != std::string::npos);
-    CHECK(r.out.find(":pto_par_2\r\x1b[0KFAIL bad\nb\n\x1b[0Ksection_end:") != std::string::npos);
+    // The first job runs alone at first, so its block is live; the two
+    // beside it end while it waits for the test, so theirs are whole, with
+    // their verdicts.
+    const auto flag = dir.file("flag");
+    Process p({pto_par(), "-d", "none", "-j", "3",
+               dir.write("l.cmds", "@0,label=gate i=0; while [ ! -e " + flag +
+                                       " ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done\n"
+                                       "@0,label=ok echo a\n@0,label=bad echo b; false\n")},
+              {}, {"GITLAB_CI=true"});
+    const bool ended = p.wait_for_stderr("PASS ok", 20s) && p.wait_for_stderr("FAIL bad", 20s);
+    std::ofstream(flag) << "";
+    const auto r = p.wait(30s);
+    CHECK(ended);
+    // Section names no job can guess: pto_par_TOKEN_SEQ, the token random per run.
+    const auto at = r.out.find(":pto_par_");
+    REQUIRE(at != std::string::npos);
+    const std::string t = r.out.substr(at + 9, 32);
+    CHECK(t.find_first_not_of("0123456789abcdef") == std::string::npos);
+    CHECK(r.out.find(":pto_par_" + t + "_1\r\x1b[0Kgate\n\x1b[0Ksection_end:") != std::string::npos);
+    CHECK(r.out.find("pto_par_" + t + "_2[collapsed=true]\r\x1b[0KPASS ok\na\n\x1b[0Ksection_end:") != std::string::npos);
+    CHECK(r.out.find(":pto_par_" + t + "_3\r\x1b[0KFAIL bad\nb\n\x1b[0Ksection_end:") != std::string::npos);
 }
 
 TEST_CASE("colour: --color always paints the verdicts; never and NO_COLOR with auto do not")

@@ -44,6 +44,38 @@ TEST_CASE("--junit: one testcase per job, well-formed whatever the jobs printed"
     CHECK(text.find("]]&gt;c&lt;d&amp;e") != std::string::npos);
 }
 
+TEST_CASE("--junit-output-limit: a job printing 60 MB of NULs gives a small report; --log-dir keeps it all")
+{
+    TempDir dir;
+    const auto xml = dir.file("r.xml");
+    const auto logs = dir.file("logs");
+    const auto r = run({pto_par(), "-d", "none", "--output", "none", "--junit", xml, "--junit-output-limit", "64K",
+                        "--log-dir", logs,
+                        dir.write("z.cmds", "@0,label=zeros echo first; head -c 60000000 /dev/zero; echo; echo last\n")},
+                       {}, {}, 120s);
+    CHECK(r.exit_code == 0);
+    CHECK(std::filesystem::file_size(xml) < 400 * 1024);
+    const auto report = dir.read("r.xml");
+    CHECK(report.find("first") != std::string::npos);
+    CHECK(report.find("last") != std::string::npos);
+    CHECK(report.find("[pto-par: 59934476 bytes of output left out]") != std::string::npos);
+    CHECK(std::filesystem::file_size(std::filesystem::path(logs) / "zeros.log") == 60000012);
+    for (const char* bad : {"4X", "-1", "", "2000G"}) {
+        const auto e = run({pto_par(), "-n", "--junit-output-limit", bad, dir.write("t.cmds", "@0 true\n")});
+        CHECK(e.exit_code == 2);
+        CHECK(e.err.find(std::string("invalid value '") + bad + "' for --junit-output-limit") != std::string::npos);
+    }
+}
+
+TEST_CASE("--tag: each line of a block is prefixed with its label, the last one ended")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "-d", "none", "-j", "1", "--tag",
+                        dir.write("t.cmds", "@0,label=a printf 'one\\ntwo'\n@0,label=b printf 'x\\n\\ny\\n'\n")});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "[a] one\n[a] two\n[b] x\n[b] \n[b] y\n");
+}
+
 TEST_CASE("--junit and --json are written when the run is interrupted")
 {
     TempDir dir;

@@ -207,8 +207,18 @@ void Process::resize(unsigned short cols, unsigned short rows) const
 
 bool Process::wait_for_stderr(const std::string& needle, std::chrono::milliseconds limit)
 {
+    return wait_for(err_, needle, limit);
+}
+
+bool Process::wait_for_stdout(const std::string& needle, std::chrono::milliseconds limit)
+{
+    return wait_for(out_, needle, limit);
+}
+
+bool Process::wait_for(const std::string& text, const std::string& needle, std::chrono::milliseconds limit)
+{
     const auto end = std::chrono::steady_clock::now() + limit;
-    while (err_.find(needle) == std::string::npos) {
+    while (text.find(needle) == std::string::npos) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
         if (left.count() <= 0 || (out_fd_ < 0 && err_fd_ < 0))
             return false;

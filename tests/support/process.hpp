@@ -76,6 +76,7 @@ public:
 
     // Reads until `needle` has appeared on stderr (true) or the time is up.
     bool wait_for_stderr(const std::string& needle, std::chrono::milliseconds limit);
+    bool wait_for_stdout(const std::string& needle, std::chrono::milliseconds limit);
     // The same for its terminal (Setup::terminal_cols), from byte `from` on.
     bool wait_for_tty(const std::string& needle, std::chrono::milliseconds limit, std::size_t from = 0);
     const std::string& tty_so_far() const { return tty_; }
@@ -88,6 +89,8 @@ public:
 
 private:
     void pump(int timeout_ms);
+    // Pumps until `text` (out_ or err_) holds `needle`, or the time is up.
+    bool wait_for(const std::string& text, const std::string& needle, std::chrono::milliseconds limit);
 
     pid_t pid_ = -1;
     int tty_master_ = -1;  // held open for the program's controlling terminal

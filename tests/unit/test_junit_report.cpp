@@ -300,6 +300,30 @@ TEST_CASE("a big spilled output streams through, UTF-8 split across chunks and a
     CHECK(slurp(tmp.path() / "suite") == "1 0 0 0 s");
 }
 
+TEST_CASE("past the output limit a testcase keeps the head and the tail, and says how much is left out")
+{
+    const TempDir tmp;
+    const std::vector<pto::Job> specs = {spec(1, "long"), spec(2, "short")};
+    const fs::path file = tmp.path() / "limit.xml";
+    JunitReport junit(file.string(), specs, "s", 1000);
+    REQUIRE(junit.open());
+    auto out = *JobOutput::reserve(pto::SpillPlace{}, 4096);
+    // A character of two bytes across each cut: escaped as bytes, not lost.
+    const std::string head = std::string(499, 'H') + "\xc3\xa9";
+    const std::string tail = "\xc3\xa9" + std::string(499, 'T');
+    out.append(head + std::string(3998, '\0') + tail);
+    auto small = *JobOutput::reserve(pto::SpillPlace{}, 4096);
+    small.append(std::string(1000, 's'));
+    junit.on_finish(specs[0], result(specs[0], JobStatus::failed, 1), out);
+    junit.on_finish(specs[1], result(specs[1], JobStatus::passed, 0), small);
+    REQUIRE(junit.close(1));
+    REQUIRE(parse_back(file, tmp.path()) == 0);
+    CHECK(slurp(tmp.path() / "0.out") ==
+          std::string(499, 'H') + "\\xc3\n[pto-par: 4000 bytes of output left out]\n\\xa9" + std::string(499, 'T'));
+    CHECK(slurp(tmp.path() / "1.out") == std::string(1000, 's'));
+    CHECK(fs::file_size(file) < 3000);
+}
+
 TEST_CASE("open fails early when the file cannot be created")
 {
     const TempDir tmp;

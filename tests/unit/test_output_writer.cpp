@@ -169,4 +169,65 @@ TEST_CASE("--output stream: a chunk of empty lines under a long label comes out 
     CHECK(out.text() == model.out);
 }
 
+TEST_CASE("--tag: a block of group and failed mode is prefixed line by line, as stream prints it")
+{
+    const std::string text = std::string("one\n\ntwo\0x\n", 11) + std::string(stream_line_limit + 3, 'y');
+    for (const auto mode : {OutputMode::group, OutputMode::failed}) {
+        Stdout out;
+        OutputWriter writer(*out.sink, mode, pto::report::CiKind::none, {}, true);
+        Jobs jobs({"ok", "bad"});
+        jobs.result[1].status = pto::JobStatus::failed;
+        for (std::size_t i = 0; i < 2; ++i) {
+            pto::JobOutput output;
+            output.append(text);
+            writer.on_finish(jobs.job[i], jobs.result[i], output);
+        }
+        Model model;
+        if (mode == OutputMode::group) {
+            model.chunk("ok", text);
+            model.finish("ok");
+        }
+        model.chunk("bad", text);
+        model.finish("bad");
+        CHECK(out.text() == model.out);
+    }
+}
+
+TEST_CASE("group mode's live block: the lone job's bytes as they come, a block beside it held until it ends")
+{
+    Stdout out;
+    OutputWriter writer(*out.sink, OutputMode::group);
+    Jobs jobs({"a", "b", "c"});
+    pto::JobOutput a, b, c;
+    const auto print = [&](std::size_t i, pto::JobOutput& kept, std::string_view bytes) {
+        kept.append(bytes);
+        if (writer.live_for(i))
+            writer.on_output_live(jobs.job[i], jobs.result[i], bytes, kept);
+    };
+    writer.on_start(jobs.job[0], jobs.result[0]);
+    CHECK(writer.live_for(0));
+    print(0, a, "a1\n");
+    CHECK(out.text() == "a1\n");
+    writer.on_start(jobs.job[1], jobs.result[1]);
+    writer.on_start(jobs.job[2], jobs.result[2]);
+    CHECK_FALSE(writer.live_for(1));
+    print(1, b, "b\n");
+    print(2, c, "c1\n");
+    writer.on_finish(jobs.job[1], jobs.result[1], b);
+    CHECK(out.text() == "a1\n");  // b's block waits for a's to end
+    print(0, a, "a2\n");
+    CHECK(out.text() == "a1\na2\n");
+    writer.on_finish(jobs.job[0], jobs.result[0], a);
+    // Then b's block; c, left alone, is live, and the run shows it what it
+    // kept so far (no new bytes) at once.
+    CHECK(out.text() == "a1\na2\nb\n");
+    CHECK(writer.live_for(2));
+    print(2, c, "");
+    CHECK(out.text() == "a1\na2\nb\nc1\n");
+    print(2, c, "c2\n");
+    CHECK(out.text() == "a1\na2\nb\nc1\nc2\n");
+    writer.on_finish(jobs.job[2], jobs.result[2], c);
+    CHECK(out.text() == "a1\na2\nb\nc1\nc2\n");
+}
+
 }

@@ -5,6 +5,7 @@
 
 #include "plan/json_value.hpp"
 #include "plan/plan.hpp"
+#include "report/json_lines.hpp"
 #include "scratch_dir.hpp"
 
 using namespace pto::plan;
@@ -54,6 +55,23 @@ TEST_CASE("JSON values: what pto-par writes reads back, and broken text is an er
         CHECK(e.error().message.find("at byte") != std::string::npos);
     }
     CHECK_FALSE(parse_json(std::string(100, '[') + std::string(100, ']')));
+}
+
+TEST_CASE("JSON strings: any bytes, invalid UTF-8 included, read back exactly as they were written")
+{
+    for (const std::string& bytes : {std::string("\xff\xfe\xc3"), std::string("a\xc3\xa9\x80z"),
+                                    std::string("\xed\xa0\x80"), std::string("\xc3\xa9\xf0\x9f\x98\x80"),
+                                    std::string("nul\0tab\t\x7f", 12)}) {
+        CAPTURE(bytes);
+        const std::string text = pto::report::json_string(bytes);
+        auto v = parse_json(text);
+        REQUIRE(v);
+        REQUIRE(v->string() != nullptr);
+        CHECK(*v->string() == bytes);
+    }
+    // Each byte that is not UTF-8 is the lone surrogate U+DC00+byte, as
+    // Python's "surrogateescape" writes it, so a text reader sees no Latin-1.
+    CHECK(pto::report::json_string("\xff") == "\"\\udcff\"");
 }
 
 TEST_CASE("history: the last report of each label wins; a cancelled run keeps the last duration measured")

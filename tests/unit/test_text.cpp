@@ -40,6 +40,7 @@ TEST_CASE("printable keeps valid UTF-8 and escapes controls, bidi overrides and 
     CHECK(printable("a\xE2\x80\xAE" "cba") == "a\\xe2\\x80\\xaecba");  // RLO
     CHECK(printable("\xE2\x81\xA6x") == "\\xe2\\x81\\xa6x");            // LRI
     CHECK(printable("\xFF\xC3") == "\\xff\\xc3");
+    CHECK(printable("a\xE2\x80\xA8" "b\xE2\x80\xA9") == "a\\xe2\\x80\\xa8b\\xe2\\x80\\xa9");  // line, paragraph separators
     CHECK(printable("\xC3\xA9\xA9") == "\xC3\xA9\\xa9");
     CHECK(printable("nul\0!"s) == "nul\\x00!");
 }

@@ -238,6 +238,9 @@ struct RunSummary {
     bool timed_out = false;          // the run's own time limit expired
     Containment containment = Containment::process_group;  // what was in force
     std::vector<int> withheld;       // devices taken out of the pool: their last job could not be stopped
+    // Devices a health check found sick during the run, withheld from then
+    // on (under Slurm: none, for now).
+    std::vector<int> sick;
 };
 
 // What `mode` would give here and now, in words for -v and --dry-run:

@@ -33,6 +33,18 @@ Attempt tried(JobStatus status, std::vector<int> devices)
     return a;
 }
 
+// A device's counts as the tries on it ended.
+DeviceStats counted(int id, int passed, int failed, int timeout)
+{
+    DeviceStats d;
+    d.id = id;
+    d.passed = passed;
+    d.failed = failed;
+    d.timeout = timeout;
+    d.jobs = passed + failed + timeout;
+    return d;
+}
+
 const DeviceStats* find(const std::vector<DeviceStats>& all, int id, const std::string& node = {})
 {
     for (const auto& d : all)
@@ -127,22 +139,14 @@ TEST_CASE("under Slurm a device is a GPU of a node: the same index on two nodes 
 
 TEST_CASE("the status line: counts, then killed and sick only when there are")
 {
-    DeviceStats d;
-    d.id = 1;
-    d.jobs = 6;
-    d.passed = 3;
-    d.failed = 2;
-    d.timeout = 1;
+    DeviceStats d = counted(1, 3, 2, 1);
     CHECK(format_device_line(d) == "[pto-par] device 1: 6 jobs, 3 passed, 2 failed, 1 timed out\n");
     d.killed = 1;
     d.jobs = 7;
     d.sick = true;
     CHECK(format_device_line(d) == "[pto-par] device 1: 7 jobs, 3 passed, 2 failed, 1 timed out, 1 killed, sick\n");
-    DeviceStats one;
+    DeviceStats one = counted(0, 0, 1, 0);
     one.node = "gpu-7";
-    one.id = 0;
-    one.jobs = 1;
-    one.failed = 1;
     CHECK(format_device_line(one) == "[pto-par] device gpu-7:0: 1 job, 0 passed, 1 failed, 0 timed out\n");
 }
 
@@ -158,12 +162,7 @@ TEST_CASE("the lines: only the devices that saw a failure, none when all went we
 
 TEST_CASE("the --json record and the JUnit properties")
 {
-    DeviceStats d;
-    d.id = 1;
-    d.jobs = 3;
-    d.passed = 1;
-    d.failed = 1;
-    d.timeout = 1;
+    DeviceStats d = counted(1, 1, 1, 1);
     CHECK(device_json(d) == "{\"record\":\"device\",\"device\":1,\"jobs\":3,\"passed\":1,\"failed\":1,"
                             "\"timeout\":1,\"killed\":0,\"sick\":false}");
     d.node = "n\"1";

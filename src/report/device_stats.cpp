@@ -49,7 +49,7 @@ std::vector<DeviceStats> device_stats(const RunSummary& summary)
         for (int id : r.devices)
             count(at(r.node, id), r.status);
         if (!r.node.empty())
-            continue;
+            continue;  // under Slurm: an Attempt does not say which node its devices were on
         for (const auto& a : r.attempts)
             for (int id : a.devices)
                 count(at({}, id), a.status);

@@ -91,6 +91,7 @@ struct Attempt {
     // (RunOptions::device_check): the job ran again on others, once, and
     // its verdict is that of the next try.
     std::vector<int> sick;
+    std::string node;  // under Slurm: the node it ran on
 };
 
 struct JobResult {
@@ -273,7 +274,7 @@ struct RunSummary {
     bool timed_out = false;          // the run's own time limit expired
     Containment containment = Containment::process_group;  // what was in force
     std::vector<int> withheld;       // devices taken out of the pool: their last job could not be stopped
-    std::vector<int> sick;           // devices taken out of the pool: their health check failed
+    std::vector<int> sick;           // devices taken out of the pool: their health check failed (none under Slurm, for now)
 };
 
 // What `mode` would give here and now, in words for -v and --dry-run:

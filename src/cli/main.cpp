@@ -594,6 +594,12 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (!summary)
         return error(summary.error().message);
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto devices = report::device_stats(*summary);
+    status.devices(devices);
+    if (json_fd)
+        json.write_devices(devices);
+    if (junit)
+        junit->set_suite_properties(report::device_properties(devices));
     status.summary(wall_s, summary->stopped_by_signal,
                    opt.shard ? "shard " + std::to_string(opt.shard->k) + "/" + std::to_string(opt.shard->n) : "");
 

@@ -48,6 +48,10 @@ Expected<void> add_report(History& history, std::string_view text, const std::st
         const JsonObject* obj = v->object();
         if (obj == nullptr)
             return fail(where + ": not a JSON object; history files are --json reports");
+        // A device's record (or any kind but a job's) says nothing of a label.
+        if (const auto record = obj->find("record");
+            record != obj->end() && !(record->second.string() != nullptr && *record->second.string() == "job"))
+            continue;
         const auto label = obj->find("label");
         const auto status = obj->find("status");
         if (label == obj->end() || label->second.string() == nullptr || status == obj->end() ||

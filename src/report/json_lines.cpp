@@ -122,4 +122,13 @@ void JsonLines::write(const Job& job, const JobResult& r)
     ok_ = write_all(fd_, job_json(job, r) + "\n");
 }
 
+void JsonLines::write_devices(const std::vector<DeviceStats>& devices)
+{
+    std::string lines;
+    for (const auto& d : devices)
+        lines += device_json(d) + "\n";
+    if (ok_ && !lines.empty())
+        ok_ = write_all(fd_, lines);
+}
+
 }  // namespace pto::report

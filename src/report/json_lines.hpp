@@ -1,10 +1,14 @@
 // --json: one object per job, JSON Lines, written as each job ends; the
-// never-started follow as "cancelled", so every job of the file is there.
+// never-started follow as "cancelled", so every job of the file is there;
+// then one per device.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <pto/scheduler.hpp>
+
+#include "report/device_stats.hpp"
 
 namespace pto::report {
 
@@ -14,6 +18,10 @@ public:
 
     void on_finish(const Job& job, const JobResult& r, const JobOutput&) override { write(job, r); }
     void on_cancel(const Job& job, const JobResult& r) override { write(job, r); }
+
+    // After the last job: a record per device ("record":"device"), which
+    // job-only readers tell apart from a job's by that key.
+    void write_devices(const std::vector<DeviceStats>& devices);
 
     // False once a write failed (errno says why); later lines are dropped.
     bool ok() const { return ok_; }

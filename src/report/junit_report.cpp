@@ -540,6 +540,12 @@ Expected<void> JunitReport::close(double wall_s)
     if (!hostname_.empty())
         suite += attr("hostname", hostname_);
     w.put(suite + ">\n");
+    if (!suite_properties_.empty()) {
+        std::string props = "  <properties>\n";
+        for (const auto& [name, value] : suite_properties_)
+            props += "    <property" + attr("name", name) + attr("value", value) + "/>\n";
+        w.put(props + "  </properties>\n");
+    }
 
     std::string piece(piece_size, '\0');
     for (std::size_t i = 0; i < cases_.size() && w.error() == 0; ++i) {

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <pto/scheduler.hpp>
@@ -43,6 +44,13 @@ public:
     void on_finish(const Job&, const JobResult& r, const JobOutput& output) override;
     void on_cancel(const Job&, const JobResult& r) override;
     void on_retry(const Job&, const JobResult& r, const JobOutput& output) override;
+
+    // Name/value pairs for the testsuite's <properties>, such as the
+    // per-device counts; before close().
+    void set_suite_properties(std::vector<std::pair<std::string, std::string>> properties)
+    {
+        suite_properties_ = std::move(properties);
+    }
 
     // Writes FILE. Jobs never reported to this observer count as skipped, so
     // every job of the file is in the report. Call once, on every exit path.
@@ -79,6 +87,7 @@ private:
     std::string suite_;
     std::uint64_t output_limit_;
     std::vector<Case> cases_;
+    std::vector<std::pair<std::string, std::string>> suite_properties_;
     UniqueFd spool_;
     std::uint64_t spool_size_ = 0;
     int out_fd_ = -1;           // the temporary beside FILE, or FILE itself when it is no regular file

@@ -233,6 +233,13 @@ void StatusLines::note(const std::string& text) const
     err_.write("[pto-par] " + text + "\n");  // see on_start
 }
 
+void StatusLines::devices(const std::vector<DeviceStats>& all) const
+{
+    // Whatever -q says: these are about failures.
+    if (auto lines = device_lines(all); !lines.empty())
+        err_.write(lines);  // see on_start
+}
+
 void StatusLines::summary(double wall_s, int stopped_by_signal, const std::string& what) const
 {
     std::string line = format_summary_line(counts_, wall_s, stopped_by_signal);

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <pto/scheduler.hpp>
 
 #include "output/sink.hpp"
+#include "report/device_stats.hpp"
 
 namespace pto::report {
 
@@ -37,6 +39,8 @@ public:
 
     // Any line of ours, e.g. where the pool came from.
     void note(const std::string& text) const;
+    // At the end, before summary(): a line per device that saw a failure.
+    void devices(const std::vector<DeviceStats>& all) const;
     // `what`: which part of the file this run was, e.g. "shard 2/4"; empty for all of it.
     void summary(double wall_s, int stopped_by_signal, const std::string& what = {}) const;
 

@@ -73,13 +73,14 @@ void Run::retry(std::size_t index, const JobOutput& output, std::vector<int> sic
 {
     JobResult& res = results_[index];
     res.attempts.push_back(Attempt{res.status, res.exit_code, res.signal, res.devices, res.start, res.end,
-                                   res.duration_s, std::move(sick)});
+                                   res.duration_s, std::move(sick), res.node});
     if (opt_.observer != nullptr)
         opt_.observer->on_retry(jobs_[index], res, output);
     res.exit_code.reset();
     res.signal = 0;
     res.devices.clear();
     res.ports.clear();
+    res.node.clear();
     res.pid = -1;
     res.stragglers = 0;
     res.error.clear();

@@ -73,11 +73,20 @@ for i, a in enumerate(held):
     for b in held[i + 1:]:
         if a[0] == b[0] and a[1] & b[1] and a[2] < b[3] and b[2] < a[3]:
             sys.exit(f"shared: {a} {b}")
-reports = [json.loads(l) for l in open(sys.argv[2])]
+reports = [r for r in map(json.loads, open(sys.argv[2])) if "record" not in r]  # jobs, not devices
 seen = sorted((r["node"], ",".join(map(str, r["devices"]))) for r in reports if r["devices"])
 recorded = sorted((r[0], r[1]) for r in rec)
 if seen != recorded:
     sys.exit(f"json {seen} != recorded {recorded}")
+# A device record per GPU of a node that ran a job, all passed.
+devices = [r for r in map(json.loads, open(sys.argv[2])) if r.get("record") == "device"]
+counted = {(d["node"], d["device"]): d["jobs"] for d in devices}
+used = {}
+for r in rec:
+    for i in r[1].split(","):
+        used[(r[0], int(i))] = used.get((r[0], int(i)), 0) + 1
+if counted != used or any(d["passed"] != d["jobs"] for d in devices):
+    sys.exit(f"device records {devices} != used {used}")
 PY
     grep -q 'START .* node=n[12]' "$work/spread.err" || fail "no node= in the status lines"
 }
@@ -104,7 +113,7 @@ CMDS
         >/dev/null 2>"$work/fifo.err" || fail "exit $? $(cat "$work/fifo.err")"
     python3 - "$work/fifo.json" <<'PY' || fail "FIFO not kept per node"
 import json, sys
-r = {j["label"]: j for j in map(json.loads, open(sys.argv[1]))}
+r = {j["label"]: j for j in map(json.loads, open(sys.argv[1])) if "record" not in j}
 # a and b on different nodes; the head waits for b's node to be whole
 # again, and behind, though a GPU of a's node is free all along, is not
 # sent before the head (the two are sent together when b ends: which task

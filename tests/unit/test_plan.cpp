@@ -97,6 +97,24 @@ TEST_CASE("history: the last report of each label wins; a cancelled run keeps th
     CHECK(no_label.error().message.find("r.json:1: no \"label\" and \"status\"") == 0);
 }
 
+TEST_CASE("history: a report's device records, and records of any other kind than a job's, are skipped")
+{
+    History h;
+    REQUIRE(add_report(h,
+                       "{\"label\":\"a\",\"status\":\"failed\",\"duration_s\":1}\n"
+                       "{\"record\":\"device\",\"device\":1,\"jobs\":1,\"passed\":0,\"failed\":1,"
+                       "\"timeout\":0,\"killed\":0,\"sick\":false}\n"
+                       "{\"record\":\"device\",\"device\":0,\"node\":\"n1\",\"jobs\":0,\"passed\":0,"
+                       "\"failed\":0,\"timeout\":0,\"killed\":0,\"sick\":true}\n",
+                       "r.json"));
+    CHECK(h.size() == 1);
+    CHECK(h.at("a").status == "failed");
+    REQUIRE(add_report(h, "{\"record\":\"job\",\"label\":\"b\",\"status\":\"passed\"}\n", "r.json"));
+    CHECK(h.at("b").status == "passed");
+    REQUIRE(add_report(h, "{\"record\":\"node\",\"label\":\"c\",\"status\":\"passed\"}\n", "r.json"));
+    CHECK(h.count("c") == 0);
+}
+
 TEST_CASE("history files: a missing one is fine, a directory is not")
 {
     pto::test::ScratchDir dir("plan");

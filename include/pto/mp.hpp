@@ -20,11 +20,14 @@
 // throws ends the spawn at once. Every other rank that has started is unwound on
 // its own stack — its destructors run — by an exception that does not derive from
 // std::exception; ranks that never started never run. A rank that swallows that
-// exception with catch (...) gets it again at its next suspension point, except
-// while it is already unwinding (std::uncaught_exceptions() > 0): there the
-// suspension point returns at once without communicating. spawn then throws
-// SpawnError, whose errors() hold the root cause only: what escaped a rank while
-// it was being unwound is not a root cause.
+// exception with catch (...) gets it again at its next suspension point. Where a
+// throw would end the program instead of reaching a handler — while the rank is
+// already unwinding (std::uncaught_exceptions() > 0), or inside any noexcept
+// function such as a destructor at a normal scope exit (`finally: barrier()`) —
+// the suspension point returns at once without communicating (all_gather
+// returns an empty vector), and is_being_killed() is true there. spawn then
+// throws SpawnError, whose errors() hold the root cause only: what escaped a rank
+// while it was being unwound is not a root cause.
 //
 // Each rank has its own C++ exception state (the exception a `throw;` rethrows,
 // std::uncaught_exceptions()) and its own floating-point control and exception
@@ -190,6 +193,12 @@ SpawnContext spawn(Fn fn, std::tuple<Args...> args, int nprocs, SpawnOptions opt
 
 int get_rank();
 int get_world_size();
+
+// true in a rank whose spawn is ending (another rank failed, or it
+// deadlocked) while it is unwound; false otherwise, and outside any rank. A
+// destructor that communicates checks it to skip what it would do next: its
+// suspension points return at once there without communicating.
+bool is_being_killed() noexcept;
 
 // Lets the other ranks run; this rank resumes in the next round.
 void yield();

@@ -1,5 +1,7 @@
 #include "mp/scheduler.hpp"
 
+#include "mp/kill_check.hpp"
+
 // A rank finds its scheduler through its world.
 #include "mp/world.hpp"
 
@@ -11,6 +13,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <typeinfo>
 #include <utility>
 
 namespace pto::mp::detail {
@@ -50,6 +53,11 @@ Rank& Scheduler::current(const char* caller)
 bool Scheduler::in_rank() noexcept
 {
     return running != nullptr;
+}
+
+bool Scheduler::being_killed() noexcept
+{
+    return running != nullptr && running->killed;
 }
 
 bool Scheduler::suspended() const noexcept
@@ -175,13 +183,15 @@ void Scheduler::switch_away(Rank& me) noexcept
     running = self;
 }
 
-// A rank being unwound never suspends again. Outside unwinding it gets the kill
-// (again, if it swallowed it with catch (...)); in a destructor run by unwinding,
-// a throw would terminate the program, so the suspension point returns at once.
+// A rank being unwound never suspends again. It gets the kill (again, if it
+// swallowed it with catch (...)) where a throw reaches a handler; where it
+// would end the program instead, in a destructor run by unwinding or at a
+// noexcept boundary such as any destructor at a normal scope exit, the
+// suspension point returns at once.
 bool Scheduler::may_suspend(Rank& me)
 {
     if (!me.killed) return true;
-    if (std::uncaught_exceptions() == 0) throw RankKilled{};
+    if (std::uncaught_exceptions() == 0 && throw_would_be_caught(typeid(RankKilled))) throw RankKilled{};
     return false;
 }
 

@@ -77,6 +77,8 @@ public:
     // The rank running on this thread; std::logic_error naming `caller` outside one.
     static Rank& current(const char* caller);
     static bool in_rank() noexcept;
+    // The running rank's spawn is ending and it is being unwound.
+    static bool being_killed() noexcept;
 
     // Called by the rank `me` on its own stack. false from may_suspend and
     // block: the rank is being unwound and must return without communicating.

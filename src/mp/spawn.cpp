@@ -104,6 +104,11 @@ int get_world_size()
     return detail::Scheduler::current("get_world_size").world->size();
 }
 
+bool is_being_killed() noexcept
+{
+    return detail::Scheduler::being_killed();
+}
+
 void yield()
 {
     detail::Rank& me = detail::Scheduler::current("yield");

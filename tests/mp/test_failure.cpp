@@ -320,6 +320,52 @@ TEST_SUITE("mp.failure")
         }
     }
 
+    TEST_CASE("a suspension point in a destructor at normal scope exit returns in a dying spawn")
+    {
+        // The C++ form of `finally: dist.barrier()`: a throw out of the
+        // (noexcept) destructor would end the program.
+        struct SyncOnExit {
+            bool& killed_inside;
+            ~SyncOnExit()
+            {
+                mp::barrier();
+                killed_inside = mp::is_being_killed();
+            }
+        };
+        bool killed_inside = false;
+        bool after_scope = false;
+        try {
+            mp::spawn(
+                [&](int rank) {
+                    if (rank == 1) {
+                        mp::yield();
+                        throw std::runtime_error("rank 1 failed");
+                    }
+                    {
+                        const SyncOnExit sync{killed_inside};
+                    }
+                    after_scope = true;
+                    mp::barrier();
+                },
+                2);
+            FAIL("spawn did not throw");
+        } catch (const mp::SpawnError& e) {
+            CHECK(std::string(e.what()) == "spawn failed on ranks [1]: rank 1 raised rank 1 failed");
+            CHECK(e.errors().count(1) == 1);
+        }
+        CHECK(killed_inside);
+        // The next suspension point outside the destructor gets the kill.
+        CHECK(after_scope);
+    }
+
+    TEST_CASE("is_being_killed is false while a spawn runs, and outside a rank")
+    {
+        CHECK_FALSE(mp::is_being_killed());
+        bool seen = true;
+        mp::spawn([&](int) { seen = seen && mp::is_being_killed(); }, 2);
+        CHECK_FALSE(seen);
+    }
+
     TEST_CASE("a stack that cannot be mapped is a std::system_error that gives strerror once")
     {
         // Fits a size_t with its guard, but no address space.

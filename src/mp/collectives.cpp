@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <string>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -37,7 +39,9 @@ Collectives::Collectives(Scheduler& scheduler, std::span<Rank> ranks)
 // Buffers shared between ranks would make a reduction read what it already
 // wrote: in torch each process has its own. Checked when the last rank
 // arrives, before it registers, so that a caught error leaves nothing behind.
-void Collectives::check_overlap(const Rank& me, const Part& part) const
+// The error is that rank's when it is at fault; when only ranks that wait
+// are, it is theirs and ends the spawn.
+void Collectives::check_overlap(Rank& me, const Part& part)
 {
     const int nprocs = scheduler_.size();
     if (part.data == nullptr || nprocs < 2) return;
@@ -57,15 +61,31 @@ void Collectives::check_overlap(const Rank& me, const Part& part) const
     std::sort(buffers.begin(), buffers.end(), [](const Buffer& a, const Buffer& b) {
         return a.begin != b.begin ? a.begin < b.begin : a.rank < b.rank;
     });
+    // Sorted by start, a buffer overlaps a later one exactly when it ends
+    // past that one's start; the furthest end so far stands for them all.
+    std::vector<int> at_fault;
+    std::string error;
+    std::size_t reach = 0;  // the buffer that ends furthest so far
     for (std::size_t i = 1; i < buffers.size(); ++i) {
-        if (buffers[i].begin >= buffers[i - 1].end) continue;
-        const auto [low, high] = std::minmax(buffers[i - 1].rank, buffers[i].rank);
-        const bool same = buffers[i].begin == buffers[i - 1].begin && buffers[i].end == buffers[i - 1].end;
-        throw std::invalid_argument(std::string(kind_name(part.kind)) + ": ranks " + std::to_string(low) + " and " +
-                                    std::to_string(high) + " passed " +
-                                    (same ? "the same buffer" : "overlapping buffers") +
-                                    "; each rank needs its own, as each process has in torch");
+        if (buffers[i].begin < buffers[reach].end) {
+            if (error.empty()) {
+                const auto [low, high] = std::minmax(buffers[reach].rank, buffers[i].rank);
+                const bool same = buffers[i].begin == buffers[reach].begin && buffers[i].end == buffers[reach].end;
+                error = std::string(kind_name(part.kind)) + ": ranks " + std::to_string(low) + " and " +
+                        std::to_string(high) + " passed " + (same ? "the same buffer" : "overlapping buffers") +
+                        "; each rank needs its own, as each process has in torch";
+            }
+            at_fault.push_back(buffers[reach].rank);
+            at_fault.push_back(buffers[i].rank);
+        }
+        if (buffers[i].end > buffers[reach].end) reach = i;
     }
+    if (error.empty()) return;
+    if (std::find(at_fault.begin(), at_fault.end(), me.id) != at_fault.end()) throw std::invalid_argument(error);
+    std::sort(at_fault.begin(), at_fault.end());
+    at_fault.erase(std::unique(at_fault.begin(), at_fault.end()), at_fault.end());
+    scheduler_.fail_others(me, std::move(at_fault),
+                           std::make_exception_ptr(std::invalid_argument(error)));
 }
 
 void Collectives::arrive(Rank& me, Part& part)

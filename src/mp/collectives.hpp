@@ -32,7 +32,7 @@ public:
     std::string describe(const Part& part) const;
 
 private:
-    void check_overlap(const Rank& me, const Part& part) const;
+    void check_overlap(Rank& me, const Part& part);
     void close() noexcept;
 
     Scheduler& scheduler_;

@@ -50,10 +50,14 @@ std::string World::spin_report() const
     int blocked = 0;
     for (const Rank& rank : ranks_)
         if (rank.state == Rank::State::blocked) ++blocked;
+    const int returned = scheduler_.finished();
+    std::string others;
+    if (blocked > 0) others = std::to_string(blocked) + " of " + std::to_string(size()) + " ranks stayed blocked";
+    if (returned > 0)
+        others += (others.empty() ? "" : " and ") + std::to_string(returned) + " of " + std::to_string(size()) +
+                  " ranks had returned";
     return "spawn deadlocked: " + rank_list(spinning) + " only yielded for " +
-           std::to_string(scheduler_.idle_rounds()) + " rounds while " + std::to_string(blocked) + " of " +
-           std::to_string(size()) +
-           " ranks stayed blocked" + rank_lines();
+           std::to_string(scheduler_.idle_rounds()) + " rounds while " + others + rank_lines();
 }
 
 std::string World::rank_lines() const

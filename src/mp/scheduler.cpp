@@ -94,8 +94,10 @@ Outcome Scheduler::run(std::optional<Clock::time_point> deadline)
         resume(round_.front()->context);
         if (failure_) return end_early(*failure_);
         if (exiting_ != nullptr) return end_early(ThreadExit{});
-        const bool someone_blocked = yielded_.size() + static_cast<std::size_t>(finished_) < nprocs;
-        if (progress_ || !someone_blocked) {
+        // A rank that waits, by yielding, for one that is blocked or has
+        // returned may wait for ever.
+        const bool someone_stopped = yielded_.size() < nprocs;
+        if (progress_ || !someone_stopped) {
             idle_rounds_ = 0;
         } else if (yield_only_rounds_ != 0 && ++idle_rounds_ >= yield_only_rounds_) {
             return end_early(Deadlocked{report_(Stall::spinning)});
@@ -141,7 +143,7 @@ void Scheduler::run_body(Rank& me) noexcept
         // Only the first failure ends the spawn; anything that escapes a rank
         // being unwound is a consequence of it.
         if (!me.killed && !stopping_) {
-            failure_ = Failed{me.id, std::current_exception()};
+            failure_ = Failed{{me.id}, std::current_exception()};
             stopping_ = true;
         }
     }
@@ -210,6 +212,21 @@ bool Scheduler::block(Rank& me)
     switch_away(me);
     me.wait = std::monostate{};
     return may_suspend(me);
+}
+
+void Scheduler::fail_others(Rank& me, std::vector<int> ranks, std::exception_ptr error)
+{
+    if (!stopping_) {
+        failure_ = Failed{std::move(ranks), std::move(error)};
+        stopping_ = true;
+    }
+    me.killed = true;
+    throw RankKilled{};
+}
+
+bool Scheduler::runs_here() const noexcept
+{
+    return running != nullptr && &running->world->scheduler() == this;
 }
 
 void Scheduler::wake(Rank& rank)

@@ -27,7 +27,7 @@ struct RankKilled {};
 // How run() ended; the public API turns it into an exception.
 struct Completed {};
 struct Failed {
-    int rank;
+    std::vector<int> ranks;  // ascending; usually one
     std::exception_ptr error;
 };
 struct Deadlocked {
@@ -87,6 +87,11 @@ public:
     bool block(Rank& me);
     // Makes a blocked rank run in the next round; from an activity.
     void wake(Rank& rank);
+    // Ends the spawn for an error of suspended ranks, found by another; the
+    // calling rank `me` is then unwound (RankKilled is thrown).
+    [[noreturn]] void fail_others(Rank& me, std::vector<int> ranks, std::exception_ptr error);
+    // Whether the rank running on this thread is one of this spawn's.
+    bool runs_here() const noexcept;
 
     // For the deadlock reports.
     int size() const noexcept { return static_cast<int>(ranks_.size()); }
@@ -121,9 +126,9 @@ private:
     std::optional<Failed> failure_;
     Rank* exiting_ = nullptr;  // a rank that called pthread_exit
 
-    // A rank that only yields while another is blocked may be waiting for
-    // something only a blocked rank could do: after this many rounds in a
-    // row with nothing but yields, the spawn counts as deadlocked (0: never).
+    // A rank that only yields while another is blocked or has returned may be
+    // waiting for something only that rank could do: after this many rounds
+    // in a row with nothing but yields, the spawn counts as deadlocked (0: never).
     std::size_t yield_only_rounds_;
     std::size_t idle_rounds_ = 0;
     bool progress_ = false;  // this round did more than yield

@@ -26,10 +26,15 @@ constexpr std::size_t min_stack_bytes = 16 * 1024;
 
 [[noreturn]] void throw_failure(const detail::Failed& failed)
 {
-    const std::string rank = std::to_string(failed.rank);
-    throw SpawnError("spawn failed on ranks [" + rank + "]: rank " + rank + " raised " +
-                         detail::describe_exception(failed.error),
-                     {{failed.rank, failed.error}});
+    std::string ranks;
+    SpawnError::Errors errors;
+    for (const int rank : failed.ranks) {
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+        errors.emplace(rank, failed.error);
+    }
+    throw SpawnError("spawn failed on ranks [" + ranks + "]: rank " + std::to_string(failed.ranks.front()) +
+                         " raised " + detail::describe_exception(failed.error),
+                     std::move(errors));
 }
 
 void finish(std::unique_ptr<detail::World>& world, const detail::Outcome& outcome)

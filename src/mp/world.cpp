@@ -1,6 +1,9 @@
 #include "mp/world.hpp"
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <utility>
 
@@ -44,6 +47,15 @@ Expected<std::unique_ptr<World>> World::create(std::function<void(int)> fn, int 
 
 World::~World()
 {
+    // The stack it runs on would be unmapped under it.
+    if (scheduler_.runs_here()) {
+        static constexpr char refused[] =
+            "pto::mp: a rank destroyed (or moved over) the SpawnContext of its own spawn; it can only be "
+            "destroyed once its join() has returned\n";
+        // Nothing else can be done about a stderr that will not take it.
+        [[maybe_unused]] const auto written = ::write(STDERR_FILENO, refused, sizeof refused - 1);
+        std::abort();
+    }
     // Only a stepped run left off part-way has ranks to unwind here.
     if (!scheduler_.suspended()) return;
     const OverflowReport report(guards_);

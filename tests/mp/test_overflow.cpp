@@ -18,42 +18,12 @@
 #include <string>
 
 namespace mp = pto::mp;
+using mp_test::Death;
+using mp_test::in_child;
 
 namespace {
 
 constexpr std::size_t rank_stack = 32 * 1024;
-
-struct Death {
-    int status = 0;
-    std::string stderr_text;
-};
-
-// Runs body in a child whose stderr is captured; it exits 0 if body returns.
-Death in_child(const std::function<void()>& body)
-{
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], STDERR_FILENO);
-        body();
-        _exit(0);
-    }
-    close(fds[1]);
-    Death death;
-    char buffer[512];
-    ssize_t n = 0;
-    while ((n = read(fds[0], buffer, sizeof buffer)) != 0) {
-        if (n < 0 && errno == EINTR) continue;
-        REQUIRE(n > 0);
-        death.stderr_text.append(buffer, static_cast<std::size_t>(n));
-    }
-    close(fds[0]);
-    while (waitpid(pid, &death.status, 0) < 0) REQUIRE(errno == EINTR);
-    return death;
-}
 
 // A frame of Bytes whose lowest byte is written first, as code that fills an
 // array from its start does: without probing, the first access lands Bytes

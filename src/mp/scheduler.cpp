@@ -22,7 +22,9 @@ namespace {
 
 // The rank running on this thread; null on the thread's own stack. Each
 // context that switches away saves its value and puts it back when resumed.
-thread_local Rank* running = nullptr;
+// Initial-exec, as the SIGSEGV handler reads it: a plain load from the
+// thread pointer.
+__attribute__((tls_model("initial-exec"))) thread_local Rank* running = nullptr;
 
 bool by_rank(const Rank* a, const Rank* b)
 {
@@ -53,6 +55,12 @@ Rank& Scheduler::current(const char* caller)
 bool Scheduler::in_rank() noexcept
 {
     return running != nullptr;
+}
+
+int Scheduler::running_rank() noexcept
+{
+    const Rank* rank = running;
+    return rank == nullptr ? -1 : rank->id;
 }
 
 bool Scheduler::being_killed() noexcept

@@ -77,6 +77,8 @@ public:
     // The rank running on this thread; std::logic_error naming `caller` outside one.
     static Rank& current(const char* caller);
     static bool in_rank() noexcept;
+    // The running rank's id, -1 outside one; async-signal-safe.
+    static int running_rank() noexcept;
     // The running rank's spawn is ending and it is being unwound.
     static bool being_killed() noexcept;
 

@@ -36,28 +36,17 @@ public:
 
     std::uintptr_t uleb128()
     {
-        std::uintptr_t value = 0;
         unsigned shift = 0;
-        unsigned char b = 0;
-        do {
-            b = *p_++;
-            value |= static_cast<std::uintptr_t>(b & 0x7f) << shift;
-            shift += 7;
-        } while ((b & 0x80) != 0);
-        return value;
+        unsigned char last = 0;
+        return leb128(shift, last);
     }
 
     std::intptr_t sleb128()
     {
-        std::uintptr_t value = 0;
         unsigned shift = 0;
-        unsigned char b = 0;
-        do {
-            b = *p_++;
-            value |= static_cast<std::uintptr_t>(b & 0x7f) << shift;
-            shift += 7;
-        } while ((b & 0x80) != 0);
-        if (shift < 8 * sizeof value && (b & 0x40) != 0) value |= ~std::uintptr_t{0} << shift;
+        unsigned char last = 0;
+        std::uintptr_t value = leb128(shift, last);
+        if (shift < 8 * sizeof value && (last & 0x40) != 0) value |= ~std::uintptr_t{0} << shift;
         return static_cast<std::intptr_t>(value);
     }
 
@@ -93,6 +82,18 @@ public:
     }
 
 private:
+    // The bits of a LEB128 number; `shift` is how many, `last` its last byte.
+    std::uintptr_t leb128(unsigned& shift, unsigned char& last)
+    {
+        std::uintptr_t value = 0;
+        do {
+            last = *p_++;
+            value |= static_cast<std::uintptr_t>(last & 0x7f) << shift;
+            shift += 7;
+        } while ((last & 0x80) != 0);
+        return value;
+    }
+
     template <class T>
     T fixed()
     {

@@ -48,8 +48,9 @@ template <std::size_t Bytes>
     return array[Bytes / 2];
 }
 
+// `how` comes between the stack and the fault address in the report.
 template <int (*Frame)(int)>
-void check_rank_dies(int victim)
+void check_rank_dies(int victim, const std::string& how = "")
 {
     const Death death = in_child([victim] {
         int sink = 0;
@@ -67,7 +68,8 @@ void check_rank_dies(int victim)
     REQUIRE(WIFSIGNALED(death.status));
     CHECK(WTERMSIG(death.status) == SIGSEGV);
     CHECK(mp_test::contains(death.stderr_text, "pto::mp: rank " + std::to_string(victim) + " overflowed its " +
-                                                   std::to_string(rank_stack) + "-byte stack (fault at 0x"));
+                                                   std::to_string(rank_stack) + "-byte stack" + how +
+                                                   " (fault at 0x"));
 }
 
 void exit_42(int)
@@ -176,23 +178,7 @@ TEST_SUITE("mp.overflow")
 
     TEST_CASE("a frame that jumps the guard region and faults names the rank")
     {
-        const Death death = in_child([] {
-            int sink = 0;
-            mp::spawn(
-                [&](int rank) {
-                    mp::barrier();
-                    if (rank == 1) sink += big_frame<mp::detail::guard_bytes + 2 * rank_stack>(rank);
-                    mp::barrier();
-                },
-                4, {.stack_bytes = rank_stack});
-            std::_Exit(sink == 12345 ? 3 : 4);
-        });
-        INFO("child stderr: " << death.stderr_text);
-        REQUIRE(WIFSIGNALED(death.status));
-        CHECK(WTERMSIG(death.status) == SIGSEGV);
-        CHECK(mp_test::contains(death.stderr_text, "pto::mp: rank 1 overflowed its " + std::to_string(rank_stack) +
-                                                       "-byte stack: a frame larger than its " +
-                                                       std::to_string(mp::detail::guard_bytes) +
-                                                       "-byte guard region jumped it (fault at 0x"));
+        check_rank_dies<&big_frame<mp::detail::guard_bytes + 2 * rank_stack>>(
+            1, ": a frame larger than its " + std::to_string(mp::detail::guard_bytes) + "-byte guard region jumped it");
     }
 }

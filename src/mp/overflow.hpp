@@ -1,9 +1,11 @@
 // Naming the rank that overflowed its stack. While ranks run on a thread, a
-// SIGSEGV handler on an alternate signal stack looks up the fault address
+// SIGSEGV handler on an alternate signal stack checks whether the running
+// rank's stack pointer has left its stack, and else looks the fault address up
 // among the guard regions of that thread's ranks; a hit is reported as
 //     pto::mp: rank 3 overflowed its 32768-byte stack (fault at 0x7f...)
-// and the process then dies of the SIGSEGV as it would have. Any other SIGSEGV
-// goes to the handler installed before.
+// (with ": a frame larger than its N-byte guard region jumped it" when the
+// fault is below the guard) and the process then dies of the SIGSEGV as it
+// would have. Any other SIGSEGV goes to the handler installed before.
 #pragma once
 
 #include <signal.h>

@@ -20,22 +20,30 @@
 // throws ends the spawn at once. Every other rank that has started is unwound on
 // its own stack — its destructors run — by an exception that does not derive from
 // std::exception; ranks that never started never run. A rank that swallows that
-// exception with catch (...) gets it again at its next suspension point, except
-// while it is already unwinding (std::uncaught_exceptions() > 0): there the
-// suspension point returns at once without communicating. spawn then throws
-// SpawnError, whose errors() hold the root cause only: what escaped a rank while
-// it was being unwound is not a root cause.
+// exception with catch (...) gets it again at its next suspension point. Where a
+// throw would end the program instead of reaching a handler — while the rank is
+// already unwinding (std::uncaught_exceptions() > 0), or inside any noexcept
+// function such as a destructor at a normal scope exit (`finally: barrier()`) —
+// the suspension point returns at once without communicating (all_gather
+// returns an empty vector), and is_being_killed() is true there. spawn then
+// throws SpawnError, whose errors() hold the root cause only: what escaped a rank
+// while it was being unwound is not a root cause.
 //
 // Each rank has its own C++ exception state (the exception a `throw;` rethrows,
 // std::uncaught_exceptions()) and its own floating-point control and exception
 // flags (MXCSR and x87 control word; FPCR and FPSR). The assembly context switch
 // does not save the signal mask: ranks share the thread's.
 //
-// A stack overflow hits the guard region, which no frame smaller than it can
-// jump over, and ends the process with SIGSEGV after a line on stderr naming the
-// rank: "pto::mp: rank 3 overflowed its 32768-byte stack (fault at 0x...)". For
-// that, while ranks run, SIGSEGV goes to a handler of pto::mp on an alternate
-// signal stack, which passes any other fault on to the handler it replaced.
+// A stack overflow hits the guard region, which no frame of at most its size
+// (8 MiB on 64-bit targets, 64 KiB on 32-bit ones) can jump over, and ends the
+// process with SIGSEGV after a line on stderr naming the rank: "pto::mp: rank 3
+// overflowed its 32768-byte stack (fault at 0x...)"; a larger frame that faults
+// below the guard is named as having jumped it. For that, SIGSEGV goes to a
+// handler of pto::mp, installed at the first run and left in place, on an
+// alternate signal stack the thread keeps from its first run to its end; it
+// passes any other fault on to the handler it replaced. A rank that destroys
+// the SpawnContext of its own spawn ends the process with SIGABRT and a line
+// saying so.
 // Each rank costs two kernel memory mappings, so vm.max_map_count (usually
 // 65530) bounds the number of ranks near 30,000; spawn checks this before it
 // starts. The fibers are announced to AddressSanitizer and, when built with the
@@ -84,7 +92,7 @@ enum class ContextKind { automatic, ucontext, assembly };
 
 struct SpawnOptions {
     // Usable stack of each rank, rounded up to whole pages; a guard region of
-    // 1 MiB of address space (64 KiB on 32-bit targets) comes below it. At least
+    // 8 MiB of address space (64 KiB on 32-bit targets) comes below it. At least
     // 16 KiB. Memory is committed only as the rank touches it.
     std::size_t stack_bytes = 256 * 1024;
     // false: spawn returns without running any rank; SpawnContext::join() runs them.
@@ -92,10 +100,11 @@ struct SpawnOptions {
     // assembly where this build or CPU has none, or where it is unsafe, makes
     // spawn throw std::invalid_argument.
     ContextKind context = ContextKind::automatic;
-    // A rank that does nothing but yield() while another is blocked may be
-    // waiting for something only the blocked one could do, and would spin for
-    // ever. After this many rounds in a row in which ranks only yielded while
-    // some rank stayed blocked, the spawn fails with a DeadlockError naming the
+    // A rank that does nothing but yield() while another is blocked or has
+    // returned may be waiting for something only that one could do, and would
+    // spin for ever. After this many rounds in a row in which ranks only
+    // yielded while some rank stayed blocked or had returned, the spawn fails
+    // with a DeadlockError naming the
     // spinning ranks. 0 never gives up: a rank that yields through a long
     // computation while others wait then needs it.
     std::size_t yield_only_rounds = 1'000'000;
@@ -191,6 +200,12 @@ SpawnContext spawn(Fn fn, std::tuple<Args...> args, int nprocs, SpawnOptions opt
 int get_rank();
 int get_world_size();
 
+// true in a rank whose spawn is ending (another rank failed, or it
+// deadlocked) while it is unwound; false otherwise, and outside any rank. A
+// destructor that communicates checks it to skip what it would do next: its
+// suspension points return at once there without communicating.
+bool is_being_killed() noexcept;
+
 // Lets the other ranks run; this rank resumes in the next round.
 void yield();
 
@@ -202,7 +217,9 @@ void barrier();
 // src); a rank that differs fails the spawn with a message naming the ranks.
 // Buffers belong to their rank: all_reduce and broadcast throw
 // std::invalid_argument in the last rank to arrive when two ranks' buffers
-// overlap (torch code that shares one tensor between ranks, ported as is). A
+// overlap (torch code that shares one tensor between ranks, ported as is) and
+// it is one of them; otherwise the spawn fails with that error for each rank
+// at fault. A
 // call that throws in its rank before the data moves (a throwing copy in
 // all_gather) is withdrawn: it does not count in the sequence and may be
 // called again.

@@ -1,18 +1,14 @@
 #include "mp/context.hpp"
 
 #include "mp/annotations.hpp"
-#include "mp/switch.hpp"
 
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <array>
 #include <atomic>
-#include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <utility>
+#include <type_traits>
+#include <variant>
 
 #ifndef PTO_MP_AUTOMATIC_CONTEXT
 #define PTO_MP_AUTOMATIC_CONTEXT automatic
@@ -30,39 +26,7 @@ std::atomic<ContextKind> automatic_means{ContextKind::PTO_MP_AUTOMATIC_CONTEXT};
 thread_local Context* leaving = nullptr;
 #endif
 
-// A failed switch leaves no context to report from: the one we left is
-// suspended and the one we aimed at never ran.
-[[noreturn]] void switch_failed(const char* call)
-{
-    std::fprintf(stderr, "pto::mp: %s failed: %s\n", call, std::strerror(errno));
-    std::abort();
-}
-
-// makecontext passes only ints to the entry function, so a pointer travels in
-// as many of them as it takes: one on ILP32 targets, two on LP64.
-constexpr std::size_t pointer_words = (sizeof(void*) + sizeof(unsigned) - 1) / sizeof(unsigned);
-static_assert(pointer_words * sizeof(unsigned) == sizeof(void*), "a pointer must be whole unsigned ints");
-using PointerWords = std::array<unsigned, pointer_words>;
-
 }  // namespace
-
-template <std::size_t... I>
-struct UcontextEntry<std::index_sequence<I...>> {
-    static void enter(std::conditional_t<true, unsigned, decltype(I)>... word) noexcept
-    {
-        const PointerWords words{word...};
-        void* self = nullptr;
-        std::memcpy(&self, words.data(), sizeof self);
-        Context::enter(self);
-    }
-
-    static void make(ucontext_t& uc, void* self) noexcept
-    {
-        PointerWords words{};
-        std::memcpy(words.data(), &self, sizeof self);
-        makecontext(&uc, reinterpret_cast<void (*)()>(&enter), static_cast<int>(pointer_words), words[I]...);
-    }
-};
 
 bool assembly_built() noexcept
 {
@@ -123,32 +87,30 @@ void set_automatic(ContextKind means) noexcept
 
 void Context::adopt_thread(SwitchKind kind)
 {
-    kind_ = kind;
-    // swapcontext needs somewhere to save the thread's registers.
-    if (kind_ == SwitchKind::ucontext) uc_ = std::make_unique<ucontext_t>();
+#if PTO_MP_ASM_SWITCH
+    if (kind == SwitchKind::assembly) backend_.emplace<AsmSwitch>();
+#else
+    static_cast<void>(kind);
+#endif
+    std::visit([](auto& backend) { backend.adopt_thread(); }, backend_);
 }
 
 Expected<void> Context::prepare(SwitchKind kind, std::span<std::byte> stack, Context& (*entry)(void*),
                                 void* arg)
 {
-    kind_ = kind;
     entry_ = entry;
     arg_ = arg;
     stack_bottom_ = stack.data();
     stack_size_ = stack.size();
 #if PTO_MP_ASM_SWITCH
-    if (kind_ == SwitchKind::assembly) {
-        sp_ = prepare_asm_stack(stack, &Context::enter, this);
+    if (kind == SwitchKind::assembly) {
+        backend_.emplace<AsmSwitch>().prepare(stack, &Context::enter, this);
         return {};
     }
+#else
+    static_cast<void>(kind);
 #endif
-    uc_ = std::make_unique<ucontext_t>();
-    if (getcontext(uc_.get()) != 0) return fail("getcontext", errno);
-    uc_->uc_stack.ss_sp = stack.data();
-    uc_->uc_stack.ss_size = stack.size();
-    uc_->uc_link = nullptr;  // entry never returns
-    UcontextEntry<std::make_index_sequence<pointer_words>>::make(*uc_, this);
-    return {};
+    return std::get<UcontextSwitch>(backend_).prepare(stack, &Context::enter, this);
 }
 
 void Context::enter(void* self) noexcept
@@ -183,13 +145,7 @@ void Context::jump(Context& to) noexcept
 #if PTO_MP_ASAN
     leaving = this;
 #endif
-#if PTO_MP_ASM_SWITCH
-    if (kind_ == SwitchKind::assembly) {
-        pto_mp_switch(&sp_, to.sp_);
-        return;
-    }
-#endif
-    if (swapcontext(uc_.get(), to.uc_.get()) != 0) switch_failed("swapcontext");
+    std::visit([&](auto& from) { from.jump(*std::get_if<std::decay_t<decltype(from)>>(&to.backend_)); }, backend_);
 }
 
 void Context::landed() noexcept

@@ -1,18 +1,19 @@
-// The seam every switch between ranks goes through. Besides moving the CPU from
-// one stack to another it keeps, per context, what the thread would otherwise
-// share: the C++ exception state, and ASan's notion of the current stack.
+// The seam every switch between ranks goes through. A backend (asm_switch.hpp,
+// ucontext_switch.hpp) moves the CPU from one stack to another; this wrapper
+// keeps, per context, what the thread would otherwise share: the C++
+// exception state, and ASan's notion of the current stack.
 #pragma once
 
+#include "mp/asm_switch.hpp"
 #include "mp/eh_state.hpp"
 #include "mp/result.hpp"
+#include "mp/ucontext_switch.hpp"
 
 #include <pto/mp.hpp>
 
-#include <ucontext.h>
-
 #include <cstddef>
-#include <memory>
 #include <span>
+#include <variant>
 
 namespace pto::mp::detail {
 
@@ -45,10 +46,6 @@ Expected<SwitchKind> choose_switch(ContextKind requested);
 // unless the tests or the benchmark set it.
 void set_automatic(ContextKind means) noexcept;
 
-// Starts a ucontext context (context.cpp).
-template <class WordIndices>
-struct UcontextEntry;
-
 // Somewhere execution is suspended and can be resumed: the thread's own stack,
 // or a rank's. Contexts never move, since a prepared stack points back at its.
 class Context {
@@ -73,17 +70,20 @@ public:
     const EhState& suspended_eh_state() const noexcept { return eh_; }
 
 private:
-    template <class WordIndices>
-    friend struct UcontextEntry;
+    // Every context of a spawn has the same backend, so `to` of a switch holds
+    // the alternative its `from` holds.
+#if PTO_MP_ASM_SWITCH
+    using Backend = std::variant<UcontextSwitch, AsmSwitch>;
+#else
+    using Backend = std::variant<UcontextSwitch>;
+#endif
 
     static void enter(void* self) noexcept;
     [[noreturn]] void exit_to(Context& to) noexcept;
     void jump(Context& to) noexcept;
     void landed() noexcept;
 
-    SwitchKind kind_ = SwitchKind::ucontext;
-    void* sp_ = nullptr;                 // assembly: the suspended stack pointer
-    std::unique_ptr<ucontext_t> uc_;     // ucontext only: ~1 KiB, so not inline
+    Backend backend_;
     EhState eh_{};
     Context& (*entry_)(void*) = nullptr;
     void* arg_ = nullptr;

@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace pto::mp::detail {
@@ -21,47 +22,42 @@ constexpr int one_line_each = 8;
 std::string World::describe_wait(const Rank& rank) const
 {
     if (rank.state == Rank::State::finished) return "returned";
-    const auto peer_note = [&] {
-        return ranks_[static_cast<std::size_t>(rank.peer)].state == Rank::State::finished
-                   ? " (rank " + std::to_string(rank.peer) + " has returned)"
-                   : std::string();
+    struct Describe {
+        const World& world;
+        std::string operator()(const CollectiveWait& wait) const { return world.collectives_.describe(*wait.part); }
+        std::string operator()(const SendWait& wait) const { return world.mailbox_.describe(wait); }
+        std::string operator()(const RecvWait& wait) const { return world.mailbox_.describe(wait); }
+        // Only a spin report has ranks that are neither blocked nor returned.
+        std::string operator()(std::monostate) const
+        {
+            return "yield() only, for " + std::to_string(world.scheduler_.idle_rounds()) + " rounds";
+        }
     };
-    switch (rank.wait) {
-    case Rank::Wait::collective: {
-        std::string arguments = describe_arguments(*rank.part);
-        if (!arguments.empty()) arguments += "; ";
-        return kind_name(rank.part->kind) + (" #" + std::to_string(collective_.ordinal)) + " (" + arguments +
-               std::to_string(collective_.arrived) + " of " + std::to_string(nprocs_) + " arrived)";
-    }
-    case Rank::Wait::send:
-        return "send(" + describe_elements(rank.message->count, *rank.message->type) + ") to rank " +
-               std::to_string(rank.peer) + peer_note();
-    case Rank::Wait::recv:
-        return "recv(" + describe_elements(rank.message->count, *rank.message->type) + ") from rank " +
-               std::to_string(rank.peer) + peer_note();
-    case Rank::Wait::nothing: break;
-    }
-    // Only a spin report has ranks that are neither blocked nor returned.
-    return "yield() only, for " + std::to_string(idle_rounds_) + " rounds";
+    return std::visit(Describe{*this}, rank.wait);
 }
 
 std::string World::deadlock_report() const
 {
-    return "spawn deadlocked: " + std::to_string(nprocs_ - finished_) + " of " + std::to_string(nprocs_) +
+    return "spawn deadlocked: " + std::to_string(size() - scheduler_.finished()) + " of " + std::to_string(size()) +
            " ranks blocked, none can proceed" + rank_lines();
 }
 
 std::string World::spin_report() const
 {
     std::vector<int> spinning;
-    for (const Rank* rank : yielded_) spinning.push_back(rank->id);
+    for (const Rank* rank : scheduler_.yielded()) spinning.push_back(rank->id);
     std::sort(spinning.begin(), spinning.end());
     int blocked = 0;
     for (const Rank& rank : ranks_)
         if (rank.state == Rank::State::blocked) ++blocked;
-    return "spawn deadlocked: " + rank_list(spinning) + " only yielded for " + std::to_string(idle_rounds_) +
-           " rounds while " + std::to_string(blocked) + " of " + std::to_string(nprocs_) +
-           " ranks stayed blocked" + rank_lines();
+    const int returned = scheduler_.finished();
+    std::string others;
+    if (blocked > 0) others = std::to_string(blocked) + " of " + std::to_string(size()) + " ranks stayed blocked";
+    if (returned > 0)
+        others += (others.empty() ? "" : " and ") + std::to_string(returned) + " of " + std::to_string(size()) +
+                  " ranks had returned";
+    return "spawn deadlocked: " + rank_list(spinning) + " only yielded for " +
+           std::to_string(scheduler_.idle_rounds()) + " rounds while " + others + rank_lines();
 }
 
 std::string World::rank_lines() const
@@ -70,7 +66,7 @@ std::string World::rank_lines() const
     std::unordered_map<std::string, std::size_t> line_of;
     for (const Rank& rank : ranks_) {
         std::string state = describe_wait(rank);
-        if (nprocs_ > one_line_each) {
+        if (size() > one_line_each) {
             const auto [it, added] = line_of.try_emplace(state, lines.size());
             if (!added) {
                 lines[it->second].second.push_back(rank.id);

@@ -1,12 +1,16 @@
 #include "mp/overflow.hpp"
 
+#include "mp/scheduler.hpp"
+
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <mutex>
+#include <utility>
 
 namespace pto::mp::detail {
 
@@ -17,10 +21,11 @@ namespace {
 __attribute__((tls_model("initial-exec"))) thread_local const std::span<const GuardRegion>* thread_guards =
     nullptr;
 
-// The handler is process-wide: the first thread to run ranks installs it, the
-// last puts back what it found.
+// The handler is process-wide and left in place after a run: installing it
+// and putting back the previous one at every run cost more than the run. A
+// run only checks that it is still there, since whoever replaced it meanwhile
+// (a test framework, say) would otherwise get the overflows.
 std::mutex handler_mutex;
-int handler_users = 0;
 struct sigaction previous_action {};
 
 // Room for the report, and for the previous handler if we chain to it:
@@ -75,23 +80,65 @@ void die_by_default(int signal, const siginfo_t* info) noexcept
     if (info->si_code <= 0) raise(signal);
 }
 
+void report_and_die(const GuardRegion& guard, std::uintptr_t address, bool jumped, int signal,
+                    const siginfo_t* info) noexcept
+{
+    Line line;
+    line.text("pto::mp: rank ");
+    line.number(static_cast<std::uintmax_t>(guard.rank), 10);
+    line.text(" overflowed its ");
+    line.number(guard.stack_bytes, 10);
+    line.text("-byte stack");
+    if (jumped) {
+        line.text(": a frame larger than its ");
+        line.number(guard.high - guard.low, 10);
+        line.text("-byte guard region jumped it");
+    }
+    line.text(" (fault at 0x");
+    line.number(address, 16);
+    line.text(")\n");
+    line.write_to(STDERR_FILENO);
+    die_by_default(signal, info);
+}
+
+// The interrupted stack pointer; 0 where this file does not know the CPU.
+std::uintptr_t interrupted_sp(const void* ucontext) noexcept
+{
+    const auto* uc = static_cast<const ucontext_t*>(ucontext);
+#if defined(__x86_64__)
+    return static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
+#elif defined(__i386__)
+    return static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_ESP]);
+#elif defined(__aarch64__)
+    return static_cast<std::uintptr_t>(uc->uc_mcontext.sp);
+#else
+    static_cast<void>(uc);
+    return 0;
+#endif
+}
+
 void on_segv(int signal, siginfo_t* info, void* ucontext) noexcept
 {
     const int saved_errno = errno;
     const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
     if (const auto* guards = thread_guards; guards != nullptr && info->si_code > 0) {
+        // The running rank's stack pointer below its stack: it overflowed,
+        // whether the fault is in its guard region or, past a frame larger
+        // than that, somewhere below.
+        const int running = Scheduler::running_rank();
+        if (running >= 0 && static_cast<std::size_t>(running) < guards->size()) {
+            const GuardRegion& own = (*guards)[static_cast<std::size_t>(running)];
+            const std::uintptr_t sp = interrupted_sp(ucontext);
+            const bool in_guard = address >= own.low && address < own.high;
+            if (in_guard || (sp != 0 && sp < own.high && address < own.high)) {
+                report_and_die(own, address, !in_guard && address < own.low, signal, info);
+                errno = saved_errno;
+                return;
+            }
+        }
         for (const GuardRegion& guard : *guards) {
             if (address < guard.low || address >= guard.high) continue;
-            Line line;
-            line.text("pto::mp: rank ");
-            line.number(static_cast<std::uintmax_t>(guard.rank), 10);
-            line.text(" overflowed its ");
-            line.number(guard.stack_bytes, 10);
-            line.text("-byte stack (fault at 0x");
-            line.number(address, 16);
-            line.text(")\n");
-            line.write_to(STDERR_FILENO);
-            die_by_default(signal, info);
+            report_and_die(guard, address, false, signal, info);
             errno = saved_errno;
             return;
         }
@@ -109,64 +156,81 @@ void on_segv(int signal, siginfo_t* info, void* ucontext) noexcept
     errno = saved_errno;
 }
 
+// This thread's alternate signal stack, from its first run of ranks to its
+// end, when the one it had before comes back. One the thread already has is
+// kept if it is large enough.
+class ThreadAltStack {
+public:
+    ThreadAltStack() noexcept
+    {
+        const long minimum = sysconf(_SC_MINSIGSTKSZ);  // -1 where unknown: the floor is ample
+        bytes_ = std::max(alt_stack_floor, minimum > 0 ? static_cast<std::size_t>(minimum) : 0);
+        stack_t current{};
+        // Querying alone cannot fail.
+        sigaltstack(nullptr, &current);
+        if ((current.ss_flags & SS_DISABLE) == 0 && current.ss_size >= bytes_) return;
+        void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        // Without memory for it the handler runs on the overflowed stack, and the
+        // kernel kills the process with a bare SIGSEGV, as without us.
+        if (p == MAP_FAILED) return;
+        stack_t alt{};
+        alt.ss_sp = p;
+        alt.ss_size = bytes_;
+        // EPERM: ranks run from a handler on the current alternate stack,
+        // which must stay; the report is then lost, as above.
+        if (sigaltstack(&alt, &previous_) != 0) {
+            munmap(p, bytes_);
+            return;
+        }
+        mapped_ = p;
+    }
+    ThreadAltStack(const ThreadAltStack&) = delete;
+    ThreadAltStack& operator=(const ThreadAltStack&) = delete;
+
+    ~ThreadAltStack()
+    {
+        if (mapped_ == nullptr) return;
+        // Putting back what sigaltstack gave us cannot fail: the thread is
+        // ending, not on the alternate stack, and it was valid.
+        sigaltstack(&previous_, nullptr);
+        munmap(mapped_, bytes_);
+    }
+
+private:
+    void* mapped_ = nullptr;
+    std::size_t bytes_ = 0;
+    stack_t previous_{};
+};
+
+void install_handler() noexcept
+{
+    struct sigaction current {};
+    // Querying alone cannot fail.
+    sigaction(SIGSEGV, nullptr, &current);
+    if ((current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == &on_segv) return;
+    const std::lock_guard lock(handler_mutex);
+    struct sigaction action {};
+    action.sa_sigaction = &on_segv;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    struct sigaction replaced {};
+    // Where it cannot be installed, an overflow is a bare SIGSEGV.
+    if (sigaction(SIGSEGV, &action, &replaced) != 0) return;
+    // Another thread may have installed it between the query and the lock.
+    if ((replaced.sa_flags & SA_SIGINFO) == 0 || replaced.sa_sigaction != &on_segv) previous_action = replaced;
+}
+
 }  // namespace
 
 OverflowReport::OverflowReport(std::span<const GuardRegion> guards) noexcept : guards_(guards)
 {
-    previous_guards_ = thread_guards;
-    thread_guards = &guards_;
-    {
-        const std::lock_guard lock(handler_mutex);
-        if (handler_users == 0) {
-            struct sigaction action {};
-            action.sa_sigaction = &on_segv;
-            action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-            sigemptyset(&action.sa_mask);
-            handler_installed_ = sigaction(SIGSEGV, &action, &previous_action) == 0;
-        } else {
-            handler_installed_ = true;
-        }
-        if (handler_installed_) ++handler_users;
-    }
-    if (!handler_installed_) return;
-
-    const long minimum = sysconf(_SC_MINSIGSTKSZ);  // -1 where unknown: the floor is ample
-    alt_stack_bytes_ = std::max(alt_stack_floor, minimum > 0 ? static_cast<std::size_t>(minimum) : 0);
-    void* p = mmap(nullptr, alt_stack_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    // Without memory for it the handler runs on the overflowed stack, and the
-    // kernel kills the process with a bare SIGSEGV, as without us.
-    if (p == MAP_FAILED) return;
-    stack_t alt{};
-    alt.ss_sp = p;
-    alt.ss_size = alt_stack_bytes_;
-    // EPERM: spawn was called from a handler running on the current alternate
-    // stack, which must stay; the report is then lost, as above.
-    if (sigaltstack(&alt, &previous_alt_stack_) != 0) {
-        munmap(p, alt_stack_bytes_);
-        return;
-    }
-    alt_stack_ = p;
+    previous_guards_ = std::exchange(thread_guards, &guards_);
+    install_handler();
+    static thread_local const ThreadAltStack alt_stack;
 }
 
 OverflowReport::~OverflowReport()
 {
-    if (alt_stack_ != nullptr) {
-        // Putting back what sigaltstack gave us cannot fail: we are not on
-        // the alternate stack, and it was valid.
-        sigaltstack(&previous_alt_stack_, nullptr);
-        munmap(alt_stack_, alt_stack_bytes_);
-    }
-    if (handler_installed_) {
-        const std::lock_guard lock(handler_mutex);
-        if (--handler_users == 0) {
-            // Put back the previous handler unless someone replaced ours
-            // meanwhile: theirs stays.
-            struct sigaction current {};
-            sigaction(SIGSEGV, nullptr, &current);
-            if ((current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == &on_segv)
-                sigaction(SIGSEGV, &previous_action, nullptr);
-        }
-    }
     thread_guards = previous_guards_;
 }
 

@@ -26,10 +26,15 @@ constexpr std::size_t min_stack_bytes = 16 * 1024;
 
 [[noreturn]] void throw_failure(const detail::Failed& failed)
 {
-    const std::string rank = std::to_string(failed.rank);
-    throw SpawnError("spawn failed on ranks [" + rank + "]: rank " + rank + " raised " +
-                         detail::describe_exception(failed.error),
-                     {{failed.rank, failed.error}});
+    std::string ranks;
+    SpawnError::Errors errors;
+    for (const int rank : failed.ranks) {
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+        errors.emplace(rank, failed.error);
+    }
+    throw SpawnError("spawn failed on ranks [" + ranks + "]: rank " + std::to_string(failed.ranks.front()) +
+                         " raised " + detail::describe_exception(failed.error),
+                     std::move(errors));
 }
 
 void finish(std::unique_ptr<detail::World>& world, const detail::Outcome& outcome)
@@ -42,7 +47,7 @@ void finish(std::unique_ptr<detail::World>& world, const detail::Outcome& outcom
 
 void refuse_inside_rank(const char* what)
 {
-    if (detail::World::in_rank())
+    if (detail::Scheduler::in_rank())
         throw std::logic_error(std::string("pto::mp::") + what + " called inside a rank; ranks cannot spawn ranks");
 }
 
@@ -96,18 +101,23 @@ SpawnContext spawn(std::function<void(int)> fn, int nprocs, SpawnOptions options
 
 int get_rank()
 {
-    return detail::World::current("get_rank").id;
+    return detail::Scheduler::current("get_rank").id;
 }
 
 int get_world_size()
 {
-    return detail::World::current("get_world_size").world->size();
+    return detail::Scheduler::current("get_world_size").world->size();
+}
+
+bool is_being_killed() noexcept
+{
+    return detail::Scheduler::being_killed();
 }
 
 void yield()
 {
-    detail::Rank& me = detail::World::current("yield");
-    me.world->yield(me);
+    detail::Rank& me = detail::Scheduler::current("yield");
+    me.world->scheduler().yield(me);
 }
 
 void barrier()
@@ -120,34 +130,36 @@ namespace detail {
 
 bool arrive(Part& part)
 {
-    Rank& me = World::current(kind_name(part.kind));
-    return me.world->arrive(me, part);
+    Rank& me = Scheduler::current(kind_name(part.kind));
+    if (!me.world->scheduler().may_suspend(me)) return false;
+    me.world->collectives().arrive(me, part);
+    return true;
 }
 
 bool await()
 {
-    Rank& me = World::current("await");
-    return me.world->await(me);
+    Rank& me = Scheduler::current("await");
+    return me.world->scheduler().block(me);
 }
 
 void withdraw(Part& part) noexcept
 {
     // Only arrive() registers parts, and only inside a rank.
-    if (!World::in_rank()) return;
-    Rank& me = World::current("withdraw");
-    me.world->withdraw(me, part);
+    if (!Scheduler::in_rank()) return;
+    Rank& me = Scheduler::current("withdraw");
+    me.world->collectives().withdraw(me, part);
 }
 
 void send(Message& message, int dst)
 {
-    Rank& me = World::current("send");
-    me.world->send(me, message, dst);
+    Rank& me = Scheduler::current("send");
+    me.world->mailbox().send(me, message, dst);
 }
 
 void recv(Message& message, int src)
 {
-    Rank& me = World::current("recv");
-    me.world->recv(me, message, src);
+    Rank& me = Scheduler::current("recv");
+    me.world->mailbox().recv(me, message, src);
 }
 
 }  // namespace detail

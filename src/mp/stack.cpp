@@ -30,13 +30,6 @@ std::string kib(std::size_t bytes)
     return std::to_string(bytes / 1024) + " KiB";
 }
 
-Error map_error(const char* call, std::size_t usable_bytes, int err)
-{
-    return Error{std::string(call) + " of a " + kib(usable_bytes) +
-                     " rank stack (each takes 2 of the vm.max_map_count mappings)",
-                 err};
-}
-
 // -1 when the file is unreadable, as in a container without /proc.
 long read_number(const char* path)
 {
@@ -51,6 +44,26 @@ long count_lines(const char* path)
     std::ifstream in(path);
     if (!in) return -1;
     return std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
+}
+
+// Why mmap or mprotect of a stack failed with ENOMEM: too many mappings, or
+// (mmap) no address space left, or (mprotect) more memory than the kernel
+// will commit. Only the first is vm.max_map_count's doing.
+Error map_error(const char* call, std::size_t usable_bytes, int err)
+{
+    const std::string what = std::string(call) + " of a " + kib(usable_bytes) + " rank stack";
+    const long limit = read_number("/proc/sys/vm/max_map_count");
+    const long in_use = count_lines("/proc/self/maps");
+    if (limit > 0 && in_use >= 0 && static_cast<std::size_t>(in_use) + maps_per_stack + spare_maps / 8 >=
+                                        static_cast<std::size_t>(limit))
+        return Error{what + " (each takes 2 of the vm.max_map_count mappings; the process has " +
+                         std::to_string(in_use) + " of " + std::to_string(limit) + ")",
+                     err};
+    if (std::string(call) == "mprotect")
+        return Error{what + ": more memory than the kernel will commit (vm.overcommit_memory, CommitLimit in "
+                            "/proc/meminfo)",
+                     err};
+    return Error{what + " and its " + kib(guard_bytes) + " guard region: no room in the address space", err};
 }
 
 }  // namespace

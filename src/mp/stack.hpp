@@ -14,8 +14,11 @@ namespace pto::mp::detail {
 // Below each stack. A single guard page lets any frame larger than a page
 // jump over it into the next mapping, often another rank's stack (stack
 // clash); a frame has to be larger than this to do so. It costs address space
-// only: no memory, no extra mapping. 32-bit targets have little of it to spare.
-inline constexpr std::size_t guard_bytes = sizeof(void*) >= 8 ? std::size_t{1} << 20 : std::size_t{64} << 10;
+// only: no memory, no extra mapping. On 64-bit targets it is 8 MiB, the
+// default stack of a Linux main thread (ulimit -s), so code with a larger
+// frame does not run natively either; valgrind's 128 GiB of address space still
+// holds 10,000 such ranks. 32-bit targets have little address space to spare.
+inline constexpr std::size_t guard_bytes = sizeof(void*) >= 8 ? std::size_t{8} << 20 : std::size_t{64} << 10;
 
 class Stack {
 public:

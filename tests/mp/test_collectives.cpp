@@ -321,6 +321,21 @@ TEST_SUITE("mp.collectives")
                   },
                   3) == "spawn failed on ranks [2]: rank 2 raised all_reduce: ranks 0 and 1 passed the same buffer; "
                         "each rank needs its own, as each process has in torch");
+        try {
+            mp::spawn(
+                [](int rank) {
+                    int own[8] = {};
+                    mp::all_reduce(rank == 3 ? std::span(own) : std::span(shared.data() + rank, 4));
+                },
+                4);
+            FAIL("spawn did not throw");
+        } catch (const mp::SpawnError& e) {
+            CHECK(std::string(e.what()) == "spawn failed on ranks [0, 1, 2]: rank 0 raised all_reduce: ranks 0 and 1 "
+                                           "passed overlapping buffers; each rank needs its own, as each process "
+                                           "has in torch");
+            CHECK(e.errors().size() == 3);
+            CHECK(e.error_index() == 0);
+        }
         CHECK(spawn_failure(
                   [](int rank) { mp::broadcast(std::span(shared.data() + rank, 4), 0); }, 2) ==
               "spawn failed on ranks [1]: rank 1 raised broadcast: ranks 0 and 1 passed overlapping buffers; "

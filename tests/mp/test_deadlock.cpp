@@ -127,6 +127,20 @@ TEST_SUITE("mp.deadlock")
               "  rank 2: yield() only, for 1000 rounds");
     }
 
+    TEST_CASE("a rank that only yields while the others have returned is a deadlock that names it")
+    {
+        bool never = false;
+        CHECK(mp_test::spawn_failure(
+                  [&](int rank) {
+                      if (rank == 0)
+                          while (!never) mp::yield();
+                  },
+                  2, {.yield_only_rounds = 1000}) ==
+              "spawn deadlocked: rank 0 only yielded for 1000 rounds while 1 of 2 ranks had returned\n"
+              "  rank 0: yield() only, for 1000 rounds\n"
+              "  rank 1: returned");
+    }
+
     TEST_CASE("yielding through a long computation while others wait is no deadlock")
     {
         // Each round the computing rank only yields; the count restarts when

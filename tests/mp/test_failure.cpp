@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -320,6 +321,52 @@ TEST_SUITE("mp.failure")
         }
     }
 
+    TEST_CASE("a suspension point in a destructor at normal scope exit returns in a dying spawn")
+    {
+        // The C++ form of `finally: dist.barrier()`: a throw out of the
+        // (noexcept) destructor would end the program.
+        struct SyncOnExit {
+            bool& killed_inside;
+            ~SyncOnExit()
+            {
+                mp::barrier();
+                killed_inside = mp::is_being_killed();
+            }
+        };
+        bool killed_inside = false;
+        bool after_scope = false;
+        try {
+            mp::spawn(
+                [&](int rank) {
+                    if (rank == 1) {
+                        mp::yield();
+                        throw std::runtime_error("rank 1 failed");
+                    }
+                    {
+                        const SyncOnExit sync{killed_inside};
+                    }
+                    after_scope = true;
+                    mp::barrier();
+                },
+                2);
+            FAIL("spawn did not throw");
+        } catch (const mp::SpawnError& e) {
+            CHECK(std::string(e.what()) == "spawn failed on ranks [1]: rank 1 raised rank 1 failed");
+            CHECK(e.errors().count(1) == 1);
+        }
+        CHECK(killed_inside);
+        // The next suspension point outside the destructor gets the kill.
+        CHECK(after_scope);
+    }
+
+    TEST_CASE("is_being_killed is false while a spawn runs, and outside a rank")
+    {
+        CHECK_FALSE(mp::is_being_killed());
+        bool seen = true;
+        mp::spawn([&](int) { seen = seen && mp::is_being_killed(); }, 2);
+        CHECK_FALSE(seen);
+    }
+
     TEST_CASE("a stack that cannot be mapped is a std::system_error that gives strerror once")
     {
         // Fits a size_t with its guard, but no address space.
@@ -336,7 +383,37 @@ TEST_SUITE("mp.failure")
             const auto first = message.find(reason);
             REQUIRE(first != std::string::npos);
             CHECK(message.find(reason, first + reason.size()) == std::string::npos);
-            CHECK(mp_test::contains(message, "vm.max_map_count"));
+            // The address space ran out, not the mappings.
+            CHECK_FALSE(mp_test::contains(message, "vm.max_map_count"));
+        }
+    }
+
+    TEST_CASE("a stack larger than the kernel will commit does not blame vm.max_map_count")
+    {
+        if (sizeof(void*) < 8) return;  // no such stack fits a 32-bit address space
+        // Twice the memory and swap: more than the kernel's heuristic (and
+        // strict) overcommit will grant one mapping, small enough that qemu-user
+        // tracks its pages quickly. vm.overcommit_memory=1 grants anything.
+        int overcommit = -1;
+        std::ifstream("/proc/sys/vm/overcommit_memory") >> overcommit;
+        std::ifstream meminfo("/proc/meminfo");
+        std::size_t memory_kib = 0;
+        for (std::string key; meminfo >> key;) {
+            std::size_t kib = 0;
+            if ((key == "MemTotal:" || key == "SwapTotal:") && meminfo >> kib) memory_kib += kib;
+        }
+        if (overcommit == 1 || memory_kib == 0) {
+            MESSAGE("memory is overcommitted without limit or unknown here; nothing to check");
+            return;
+        }
+        try {
+            mp::spawn([](int) {}, 1, {.stack_bytes = 2 * memory_kib * 1024});
+            FAIL("spawn did not throw");
+        } catch (const std::system_error& e) {
+            const std::string message = e.what();
+            INFO(message);
+            CHECK_FALSE(mp_test::contains(message, "vm.max_map_count"));
+            CHECK(mp_test::contains(message, "more memory than the kernel will commit"));
         }
     }
 }

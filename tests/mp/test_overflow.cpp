@@ -11,49 +11,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstddef>
 #include <cstdlib>
 #include <functional>
 #include <string>
 
 namespace mp = pto::mp;
+using mp_test::Death;
+using mp_test::in_child;
 
 namespace {
 
 constexpr std::size_t rank_stack = 32 * 1024;
-
-struct Death {
-    int status = 0;
-    std::string stderr_text;
-};
-
-// Runs body in a child whose stderr is captured; it exits 0 if body returns.
-Death in_child(const std::function<void()>& body)
-{
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], STDERR_FILENO);
-        body();
-        _exit(0);
-    }
-    close(fds[1]);
-    Death death;
-    char buffer[512];
-    ssize_t n = 0;
-    while ((n = read(fds[0], buffer, sizeof buffer)) != 0) {
-        if (n < 0 && errno == EINTR) continue;
-        REQUIRE(n > 0);
-        death.stderr_text.append(buffer, static_cast<std::size_t>(n));
-    }
-    close(fds[0]);
-    while (waitpid(pid, &death.status, 0) < 0) REQUIRE(errno == EINTR);
-    return death;
-}
 
 // A frame of Bytes whose lowest byte is written first, as code that fills an
 // array from its start does: without probing, the first access lands Bytes
@@ -77,8 +48,9 @@ template <std::size_t Bytes>
     return array[Bytes / 2];
 }
 
+// `how` comes between the stack and the fault address in the report.
 template <int (*Frame)(int)>
-void check_rank_dies(int victim)
+void check_rank_dies(int victim, const std::string& how = "")
 {
     const Death death = in_child([victim] {
         int sink = 0;
@@ -96,14 +68,8 @@ void check_rank_dies(int victim)
     REQUIRE(WIFSIGNALED(death.status));
     CHECK(WTERMSIG(death.status) == SIGSEGV);
     CHECK(mp_test::contains(death.stderr_text, "pto::mp: rank " + std::to_string(victim) + " overflowed its " +
-                                                   std::to_string(rank_stack) + "-byte stack (fault at 0x"));
-}
-
-bool segv_handler_is(void (*handler)(int))
-{
-    struct sigaction current {};
-    sigaction(SIGSEGV, nullptr, &current);
-    return (current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == handler;
+                                                   std::to_string(rank_stack) + "-byte stack" + how +
+                                                   " (fault at 0x"));
 }
 
 void exit_42(int)
@@ -147,23 +113,72 @@ TEST_SUITE("mp.overflow")
         CHECK_FALSE(mp_test::contains(death.stderr_text, "overflowed"));
     }
 
-    TEST_CASE("the caller's SIGSEGV handler and alternate stack are back after a spawn")
+    TEST_CASE("the handler installed before still gets the SIGSEGVs that are no overflow after a spawn")
     {
-        const auto old_handler = signal(SIGSEGV, &exit_42);
-        static char own_alt_stack[64 * 1024];
+        const Death death = in_child([] {
+            signal(SIGSEGV, &exit_42);
+            mp::spawn([](int) {}, 2);
+            raise(SIGSEGV);
+        });
+        INFO("child stderr: " << death.stderr_text);
+        REQUIRE(WIFEXITED(death.status));
+        CHECK(WEXITSTATUS(death.status) == 42);
+    }
+
+    TEST_CASE("an alternate stack of 256 KiB that the thread has is kept")
+    {
+        static char own_alt_stack[256 * 1024];
         stack_t mine{};
         mine.ss_sp = own_alt_stack;
         mine.ss_size = sizeof own_alt_stack;
-        stack_t before{};
-        REQUIRE(sigaltstack(&mine, &before) == 0);
-        bool ours_inside = true;
-        mp::spawn([&](int) { ours_inside = ours_inside && !segv_handler_is(&exit_42); }, 2);
-        CHECK(ours_inside);
-        CHECK(segv_handler_is(&exit_42));
-        stack_t after{};
-        REQUIRE(sigaltstack(&before, &after) == 0);
-        CHECK(after.ss_sp == own_alt_stack);
-        CHECK(after.ss_size == sizeof own_alt_stack);
-        signal(SIGSEGV, old_handler);
+        const Death death = in_child([&] {
+            if (sigaltstack(&mine, nullptr) != 0) std::_Exit(5);
+            stack_t inside{};
+            mp::spawn([&](int) { sigaltstack(nullptr, &inside); }, 1);
+            std::_Exit(inside.ss_sp == own_alt_stack ? 0 : 6);
+        });
+        REQUIRE(WIFEXITED(death.status));
+        CHECK(WEXITSTATUS(death.status) == 0);
+    }
+
+    TEST_CASE("the handler and alternate stack are set up once per thread, not at every run")
+    {
+        // A thread of its own, so that this is its first spawn.
+        struct Seen {
+            void* inside = nullptr;
+            void* after_first = nullptr;
+            void* after_steps = nullptr;
+        } seen;
+        std::thread([&] {
+            using namespace std::chrono_literals;
+            mp::spawn([&](int) {
+                stack_t alt{};
+                sigaltstack(nullptr, &alt);
+                seen.inside = alt.ss_sp;
+            }, 1);
+            stack_t alt{};
+            sigaltstack(nullptr, &alt);
+            seen.after_first = alt.ss_sp;
+            auto context = mp::spawn([](int) { mp::yield(); }, 2, {.join = false});
+            while (!context.join(0ns)) {
+            }
+            sigaltstack(nullptr, &alt);
+            seen.after_steps = alt.ss_sp;
+        }).join();
+        CHECK(seen.inside != nullptr);
+        CHECK(seen.after_first == seen.inside);
+        CHECK(seen.after_steps == seen.inside);
+    }
+
+    TEST_CASE("a 1.25 MiB frame cannot reach the next rank's stack on 64-bit targets")
+    {
+        if (sizeof(void*) < 8) return;  // 32-bit guards are 64 KiB: see the frame that jumps them below
+        check_rank_dies<&big_frame<1280 * 1024>>(1);
+    }
+
+    TEST_CASE("a frame that jumps the guard region and faults names the rank")
+    {
+        check_rank_dies<&big_frame<mp::detail::guard_bytes + 2 * rank_stack>>(
+            1, ": a frame larger than its " + std::to_string(mp::detail::guard_bytes) + "-byte guard region jumped it");
     }
 }

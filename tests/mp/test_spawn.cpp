@@ -5,11 +5,15 @@
 
 #include "mp/stack.hpp"
 
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <cfenv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -170,6 +174,42 @@ TEST_SUITE("mp.spawn")
             2);
         CHECK(refused == 4);
         CHECK_NOTHROW(outer.join());
+    }
+
+    TEST_CASE("a part-run context destroyed inside a rank of another spawn leaves that rank running")
+    {
+        using namespace std::chrono_literals;
+        auto inner = mp::spawn([](int) { for (;;) mp::yield(); }, 2, {.join = false, .yield_only_rounds = 0});
+        CHECK_FALSE(inner.join(0ns));
+        int rank_after = -1;
+        mp::spawn(
+            [&](int rank) {
+                if (rank != 1) return;
+                { const mp::SpawnContext dying = std::move(inner); }
+                rank_after = mp::get_rank();
+                mp::yield();
+            },
+            2);
+        CHECK(rank_after == 1);
+    }
+
+    TEST_CASE("a rank that destroys its own spawn's context is stopped with a message")
+    {
+        const mp_test::Death death = mp_test::in_child([] {
+            signal(SIGABRT, SIG_DFL);  // doctest's handler would report a crash of its own
+            std::optional<mp::SpawnContext> context;
+            context = mp::spawn(
+                [&](int rank) {
+                    if (rank == 1) context.reset();
+                },
+                2, {.join = false});
+            context->join();
+        });
+        INFO("child stderr: " << death.stderr_text);
+        REQUIRE(WIFSIGNALED(death.status));
+        CHECK(WTERMSIG(death.status) == SIGABRT);
+        CHECK(mp_test::contains(death.stderr_text,
+                                "pto::mp: a rank destroyed (or moved over) the SpawnContext of its own spawn"));
     }
 
     TEST_CASE("bad arguments are std::invalid_argument")

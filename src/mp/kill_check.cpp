@@ -1,0 +1,209 @@
+// Reads the call-site tables the C++ personality routine reads (the LSDA of
+// each frame, in the format GCC and Clang emit on DWARF-unwinding targets),
+// the way its search phase does, without throwing anything.
+#include "mp/kill_check.hpp"
+
+#include <unwind.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace pto::mp::detail {
+
+namespace {
+
+// DWARF exception-header pointer encodings.
+constexpr unsigned char pe_omit = 0xff;
+constexpr unsigned char pe_absptr = 0x00;
+constexpr unsigned char pe_uleb128 = 0x01;
+constexpr unsigned char pe_udata2 = 0x02;
+constexpr unsigned char pe_udata4 = 0x03;
+constexpr unsigned char pe_udata8 = 0x04;
+constexpr unsigned char pe_sleb128 = 0x09;
+constexpr unsigned char pe_sdata2 = 0x0a;
+constexpr unsigned char pe_sdata4 = 0x0b;
+constexpr unsigned char pe_sdata8 = 0x0c;
+constexpr unsigned char pe_pcrel = 0x10;
+constexpr unsigned char pe_indirect = 0x80;
+
+class Reader {
+public:
+    explicit Reader(const unsigned char* p) : p_(p) {}
+
+    const unsigned char* position() const { return p_; }
+
+    unsigned char byte() { return *p_++; }
+
+    std::uintptr_t uleb128()
+    {
+        unsigned shift = 0;
+        unsigned char last = 0;
+        return leb128(shift, last);
+    }
+
+    std::intptr_t sleb128()
+    {
+        unsigned shift = 0;
+        unsigned char last = 0;
+        std::uintptr_t value = leb128(shift, last);
+        if (shift < 8 * sizeof value && (last & 0x40) != 0) value |= ~std::uintptr_t{0} << shift;
+        return static_cast<std::intptr_t>(value);
+    }
+
+    // false for an encoding this reader does not know.
+    bool pointer(unsigned char encoding, std::uintptr_t& out)
+    {
+        if (encoding == pe_omit) return false;
+        const auto field = reinterpret_cast<std::uintptr_t>(p_);
+        std::uintptr_t value = 0;
+        switch (encoding & 0x0f) {
+        case pe_absptr: value = fixed<std::uintptr_t>(); break;
+        case pe_uleb128: value = uleb128(); break;
+        case pe_sleb128: value = static_cast<std::uintptr_t>(sleb128()); break;
+        case pe_udata2: value = fixed<std::uint16_t>(); break;
+        case pe_udata4: value = fixed<std::uint32_t>(); break;
+        case pe_udata8: value = static_cast<std::uintptr_t>(fixed<std::uint64_t>()); break;
+        case pe_sdata2: value = static_cast<std::uintptr_t>(fixed<std::int16_t>()); break;
+        case pe_sdata4: value = static_cast<std::uintptr_t>(fixed<std::int32_t>()); break;
+        case pe_sdata8: value = static_cast<std::uintptr_t>(fixed<std::int64_t>()); break;
+        default: return false;
+        }
+        // Zero stays zero whatever the encoding: a catch (...) has no type.
+        if (value != 0) {
+            switch (encoding & 0x70) {
+            case 0: break;
+            case pe_pcrel: value += field; break;
+            default: return false;  // text- and data-relative bases never occur in an LSDA here
+            }
+            if ((encoding & pe_indirect) != 0) std::memcpy(&value, reinterpret_cast<void*>(value), sizeof value);
+        }
+        out = value;
+        return true;
+    }
+
+private:
+    // The bits of a LEB128 number; `shift` is how many, `last` its last byte.
+    std::uintptr_t leb128(unsigned& shift, unsigned char& last)
+    {
+        std::uintptr_t value = 0;
+        do {
+            last = *p_++;
+            value |= static_cast<std::uintptr_t>(last & 0x7f) << shift;
+            shift += 7;
+        } while ((last & 0x80) != 0);
+        return value;
+    }
+
+    template <class T>
+    T fixed()
+    {
+        T value;
+        std::memcpy(&value, p_, sizeof value);
+        p_ += sizeof value;
+        return value;
+    }
+
+    const unsigned char* p_;
+};
+
+std::size_t encoded_size(unsigned char encoding)
+{
+    switch (encoding & 0x07) {
+    case pe_absptr: return sizeof(void*);
+    case pe_udata2: return 2;
+    case pe_udata4: return 4;
+    case pe_udata8: return 8;
+    }
+    return 0;
+}
+
+enum class Verdict { go_on, caught, terminates, unknown };
+
+// What a throw of `killed` does on reaching this frame at `ip`.
+Verdict frame_verdict(const unsigned char* lsda, std::uintptr_t region_start, std::uintptr_t ip,
+                      const std::type_info& killed)
+{
+    Reader r(lsda);
+    const unsigned char lpstart_encoding = r.byte();
+    std::uintptr_t lpstart = region_start;
+    if (lpstart_encoding != pe_omit && !r.pointer(lpstart_encoding, lpstart)) return Verdict::unknown;
+    const unsigned char ttype_encoding = r.byte();
+    const unsigned char* ttype_base = nullptr;
+    if (ttype_encoding != pe_omit) {
+        const std::uintptr_t offset = r.uleb128();
+        ttype_base = r.position() + offset;
+    }
+    const unsigned char call_site_encoding = r.byte();
+    const std::uintptr_t table_length = r.uleb128();
+    const unsigned char* table_end = r.position() + table_length;
+    const unsigned char* actions = table_end;
+    while (r.position() < table_end) {
+        std::uintptr_t start = 0, length = 0, landing_pad = 0;
+        if (!r.pointer(call_site_encoding, start) || !r.pointer(call_site_encoding, length) ||
+            !r.pointer(call_site_encoding, landing_pad))
+            return Verdict::unknown;
+        const std::uintptr_t action = r.uleb128();
+        if (ip < region_start + start) break;  // sorted: ip is in no record
+        if (ip >= region_start + start + length) continue;
+        if (landing_pad == 0 || action == 0) return Verdict::go_on;  // nothing, or only destructors
+        Reader a(actions + action - 1);
+        for (;;) {
+            const std::intptr_t filter = a.sleb128();
+            const unsigned char* next = a.position();
+            const std::intptr_t displacement = a.sleb128();
+            if (filter > 0) {
+                const std::size_t size = encoded_size(ttype_encoding);
+                if (ttype_base == nullptr || size == 0) return Verdict::unknown;
+                Reader t(ttype_base - static_cast<std::uintptr_t>(filter) * size);
+                std::uintptr_t type = 0;
+                if (!t.pointer(ttype_encoding, type)) return Verdict::unknown;
+                // A catch of any other type cannot match: the kill's type is
+                // private to pto::mp and derives from nothing.
+                if (type == 0 || reinterpret_cast<const std::type_info*>(type) == &killed ||
+                    *reinterpret_cast<const std::type_info*>(type) == killed)
+                    return Verdict::caught;
+            } else if (filter < 0) {
+                // An exception specification: noexcept, or a throw(...) list
+                // that cannot name the kill's private type.
+                return Verdict::terminates;
+            }
+            if (displacement == 0) return Verdict::go_on;
+            a = Reader(next + displacement);
+        }
+    }
+    // A call outside every record of a function with a table: the
+    // personality routine calls std::terminate there.
+    return Verdict::terminates;
+}
+
+struct Walk {
+    const std::type_info* killed;
+    Verdict verdict = Verdict::unknown;
+};
+
+_Unwind_Reason_Code visit(_Unwind_Context* context, void* arg)
+{
+    auto& walk = *static_cast<Walk*>(arg);
+    int before_instruction = 0;
+    std::uintptr_t ip = _Unwind_GetIPInfo(context, &before_instruction);
+    if (ip == 0) return _URC_END_OF_STACK;  // the end of the rank's call chain
+    // The return address may already be the next call site's.
+    if (before_instruction == 0) --ip;
+    const auto* lsda = static_cast<const unsigned char*>(_Unwind_GetLanguageSpecificData(context));
+    if (lsda == nullptr) return _URC_NO_REASON;
+    const Verdict verdict = frame_verdict(lsda, _Unwind_GetRegionStart(context), ip, *walk.killed);
+    if (verdict == Verdict::go_on) return _URC_NO_REASON;
+    walk.verdict = verdict;
+    return _URC_END_OF_STACK;
+}
+
+}  // namespace
+
+bool throw_would_be_caught(const std::type_info& killed)
+{
+    Walk walk{&killed};
+    _Unwind_Backtrace(&visit, &walk);
+    return walk.verdict == Verdict::caught;
+}
+
+}  // namespace pto::mp::detail

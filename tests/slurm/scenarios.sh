@@ -12,9 +12,18 @@ all=(spread static fifo fail_fast interrupt timeout killed refused)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
-if [ "$(id -u)" != 0 ]; then
-    echo "SKIP: the Slurm scenarios need root to start a local cluster"
-    exit 77
+# Whether this machine can run a local Slurm is found once per `meson test`:
+# the first scenario that cannot start the cluster leaves the reason in
+# $PTO_PAR_SLURM_VERDICT (set by meson.build), keyed by that meson process (pid and start time),
+# and the others skip at once with it.
+verdict=${PTO_PAR_SLURM_VERDICT:-}
+run_key=
+if [ -n "$verdict" ]; then
+    run_key="$PPID $(cut -d' ' -f22 "/proc/$PPID/stat" 2>/dev/null)"
+    if [ "$(head -1 "$verdict" 2>/dev/null)" = "$run_key" ]; then
+        tail -n +2 "$verdict"
+        exit 77
+    fi
 fi
 work=$(mktemp -d /tmp/pto-par-slurm.XXXXXX)
 cleanup() {
@@ -25,11 +34,15 @@ trap cleanup EXIT
 # meson's timeout and Ctrl-C: still stop the daemons on the way out.
 trap 'exit 143' TERM
 trap 'exit 130' INT
-"$here/cluster.sh" start "$work/cluster"
+"$here/cluster.sh" start "$work/cluster" 2>"$work/start.err"
 case $? in
     0) ;;
-    77) exit 77 ;;
-    *) echo "FAIL: the cluster did not start"; exit 1 ;;
+    77)
+        cat "$work/start.err"
+        reason=$(grep '^SKIP:' "$work/start.err")
+        [ -n "$run_key" ] && printf '%s\n%s (found by an earlier test of this run)\n' "$run_key" "$reason" >"$verdict"
+        exit 77 ;;
+    *) cat "$work/start.err"; echo "FAIL: the cluster did not start"; exit 1 ;;
 esac
 export SLURM_CONF=$work/cluster/slurm.conf
 

@@ -251,6 +251,7 @@ Expected<SlurmSetup> slurm_setup(const cli::Options& opt, int argc, char** argv)
                     cli::salloc_hint(argc, argv));
     if (opt.devices != "auto")
         return fail("--launcher slurm takes its devices from the allocation: leave out -d");
+    cli::forget_allocation_gpu_requests();
     SlurmSetup s;
     auto nodes = cli::read_allocation(job_id);
     if (!nodes)
@@ -465,7 +466,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
             status.note("no progress line: " + line.error().message);
     }
     report::OutputWriter output(**out_sink, opt.output, ci);
-    report::JsonLines json(json_fd.get());
+    report::JsonLines json(json_fd.get(), slurm.has_value());
     report::Fanout fanout;
     fanout.add(&status);
     fanout.add(&output);

@@ -107,9 +107,28 @@ Expected<std::vector<slurm::NodeDevices>> read_allocation(const char* job_id)
 std::string salloc_hint(int argc, char** argv)
 {
     std::string line = "salloc -N2 --ntasks-per-node=2 --gres=gpu:2";
-    for (int i = 0; i < argc; ++i)
+    // Without -d: --launcher slurm rejects it, so the hint would not run.
+    for (int i = 0; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "-d" || a == "--devices" || a == "--device") {
+            ++i;
+            continue;
+        }
+        if ((a.starts_with("-d") && !a.starts_with("--")) || a.starts_with("--devices=") || a.starts_with("--device="))
+            continue;
         line += " " + shell_quote(argv[i]);
+    }
     return line;
+}
+
+void forget_allocation_gpu_requests()
+{
+    // What the allocation asked for, which srun reads as the step's request
+    // too: with SLURM_GPUS set, a step's --gres=gpu:N is "Invalid generic
+    // resource (gres) specification". Each step says what it needs itself.
+    for (const char* name : {"SLURM_GPUS", "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_TASK", "SLURM_GPUS_PER_SOCKET",
+                             "SLURM_CPUS_PER_GPU", "SLURM_MEM_PER_GPU", "SLURM_GPU_BIND", "SLURM_GPU_FREQ"})
+        (void)unsetenv(name);  // fails only for a bad name, which these are not
 }
 
 std::vector<std::string> step_command(const std::string& self, const std::string& shell, const std::string& command,

@@ -24,6 +24,10 @@ Expected<std::vector<slurm::NodeDevices>> read_allocation(const char* job_id);
 // What to say outside an allocation: the salloc line that would work.
 std::string salloc_hint(int argc, char** argv);
 
+// Takes the allocation's own GPU request (--gpus, --gpus-per-node, ...) out
+// of the environment that srun and the steps inherit.
+void forget_allocation_gpu_requests();
+
 // The argv that makes a step run `command` with `shell` as pto-par would:
 // this very binary in step mode.
 std::vector<std::string> step_command(const std::string& self, const std::string& shell, const std::string& command,

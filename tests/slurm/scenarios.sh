@@ -8,7 +8,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 pto_par=$(realpath "$1")
 shift
-all=(spread static fifo fail_fast interrupt timeout killed refused)
+all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -50,9 +50,10 @@ failed=0
 fail() { echo "  FAIL: $*"; failed=1; }
 
 # Runs "$@" in a fresh allocation of both nodes; the allocation's steps
-# must all be gone when it returns.
+# must all be gone when it returns. $gpus: how the allocation asks for GPUs.
+gpus=--gres=gpu:2
 in_allocation() {
-    salloc -Q -N2 --ntasks-per-node=4 --gres=gpu:2 -t 5 bash -c '
+    salloc -Q -N2 --ntasks-per-node=4 $gpus -t 5 bash -c '
         "$@"; rc=$?
         # srun'"'"'s exit is seen before slurmctld has forgotten the step: a short wait.
         for _ in $(seq 50); do [ -z "$(squeue -h -s -j "$SLURM_JOB_ID")" ] && break; sleep 0.1; done
@@ -199,6 +200,49 @@ WRAP
     [ "$(grep -c '^\[pto-par\] FAIL' "$work/refused.err")" = 2 ] || fail "two FAIL expected: $(cat "$work/refused.err")"
     grep -q 'srun: error' "$work/refused.out" || fail "Slurm's message is not in the output: $(cat "$work/refused.out")"
     grep -q never "$work/refused.out" && fail "a refused job ran"
+}
+
+# However the allocation asked for its GPUs, a step asks for its own.
+scenario_gpus() {
+    printf '@1 echo one $PTO_PAR_DEVICES\n@2 echo two $PTO_PAR_DEVICES\n' >"$work/gpus.cmds"
+    local g
+    for g in --gpus=4 --gpus-per-node=2 --gres=gpu:2; do
+        gpus=$g in_allocation "$pto_par" --launcher slurm "$work/gpus.cmds" >"$work/gpus.out" 2>"$work/gpus.err" ||
+            fail "$g: exit $? $(cat "$work/gpus.err" "$work/gpus.out")"
+        grep -q '^one [01]$' "$work/gpus.out" && grep -q '^two 0,1$' "$work/gpus.out" ||
+            fail "$g: $(cat "$work/gpus.out")"
+    done
+}
+
+# A run inside a job is local on that job's devices, though the job's
+# environment says slurm: the outer job holds both GPUs of a node, the inner
+# run's two jobs get one each, on that node, at once.
+scenario_nested() {
+    printf '@1 echo inner $SLURMD_NODENAME $PTO_PAR_DEVICES; sleep 0.5\n@1 echo inner $SLURMD_NODENAME $PTO_PAR_DEVICES; sleep 0.5\n' \
+        >"$work/inner.cmds"
+    echo "@2 echo outer \$SLURMD_NODENAME; timeout 20 $pto_par $work/inner.cmds" >"$work/nested.cmds"
+    PTO_PAR_LAUNCHER=slurm in_allocation "$pto_par" "$work/nested.cmds" >"$work/nested.out" 2>"$work/nested.err" ||
+        fail "exit $? $(cat "$work/nested.err" "$work/nested.out")"
+    local node
+    node=$(sed -n 's/^outer //p' "$work/nested.out")
+    [ "$(grep '^inner' "$work/nested.out" | sort | tr '\n' ' ')" = "inner $node 0 inner $node 1 " ] ||
+        fail "outer on $node: $(cat "$work/nested.out" "$work/nested.err")"
+}
+
+# Every record has a "node", null for a job that never ran; outside an
+# allocation the hint is a command line that works (no -d).
+scenario_reports() {
+    printf 'exit 3\necho never\n' >"$work/rep.cmds"
+    in_allocation "$pto_par" --launcher slurm -x -j 1 --json "$work/rep.json" "$work/rep.cmds" >/dev/null 2>&1
+    python3 - "$work/rep.json" <<'PY' || fail "$(cat "$work/rep.json")"
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+assert [j["status"] for j in r] == ["failed", "cancelled"], r
+assert r[0]["node"] in ("n1", "n2") and r[1]["node"] is None, r
+PY
+    (unset SLURM_JOB_ID; "$pto_par" --launcher slurm -d 0 "$work/rep.cmds") >/dev/null 2>"$work/hint.err"
+    grep -q 'salloc .*--launcher slurm' "$work/hint.err" || fail "no hint: $(cat "$work/hint.err")"
+    grep -q 'salloc .* -d 0' "$work/hint.err" && fail "the hint repeats -d: $(cat "$work/hint.err")"
 }
 
 for s in "${wanted[@]}"; do

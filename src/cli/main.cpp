@@ -558,7 +558,7 @@ int main(int argc, char** argv)
     // A step of --launcher slurm: before anything blocks a signal or ignores
     // SIGPIPE, since the job inherits both across the exec.
     if (argc >= 2 && std::string_view(argv[1]) == cli::step_mode_flag)
-        return cli::exec_step(argc, argv);
+        return cli::run_step(argc, argv);
     // First of all: from here on no signal can kill pto-par half-way or be
     // lost; they are read where pto-par can act on them.
     auto signals = cli::EarlySignals::open();

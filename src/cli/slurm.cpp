@@ -15,6 +15,7 @@
 
 #include "cmdfile/commands_file.hpp"
 #include "common/unique_fd.hpp"
+#include "agent/step_agent.hpp"
 #include "devices/discovery.hpp"
 
 extern char** environ;
@@ -139,7 +140,7 @@ std::vector<std::string> step_command(const std::string& self, const std::string
     return argv;
 }
 
-int exec_step(int argc, char** argv)
+int run_step(int argc, char** argv)
 {
     if (argc < 4) {
         std::cerr << "pto-par: " << step_mode_flag << " is pto-par's own, for the steps of --launcher slurm\n";
@@ -174,9 +175,15 @@ int exec_step(int argc, char** argv)
         std::cerr << "pto-par: setenv: " << std::strerror(errno) << "\n";
         return 126;
     }
-    execl(argv[2], argv[2], "-c", command.c_str(), static_cast<char*>(nullptr));
-    std::cerr << "pto-par: cannot run " << argv[2] << ": " << std::strerror(errno) << "\n";
-    return 126;
+    const auto env = [](const char* name) {
+        const char* v = std::getenv(name);
+        return std::string(v != nullptr ? v : "");
+    };
+    // One frame, so that nothing of the job can come before it.
+    const std::string header = std::string(slurm::step_header_marker) + env("SLURM_JOB_ID") + "." +
+                               env("SLURM_STEP_ID") + " " + env("SLURMD_NODENAME") + " " + env("SLURM_STEP_GPUS") +
+                               "\n";
+    return agent::run_step(argv[2], command, header);
 }
 
 }  // namespace pto::cli

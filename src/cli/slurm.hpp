@@ -34,8 +34,9 @@ std::vector<std::string> step_command(const std::string& self, const std::string
                                       const std::vector<std::string>& device_env);
 
 // Step mode: argv is [pto-par, --slurm-step, SHELL, COMMAND, NAME...].
-// Replaces the process with SHELL -c COMMAND; returns only on failure, with
-// the exit status to use (126, as a shell that cannot run a command).
-int exec_step(int argc, char** argv);
+// Runs SHELL -c COMMAND under the step agent (agent/step_agent.hpp) with
+// the job's variables; returns the exit status (126, as a shell that cannot
+// run a command, when it cannot even start).
+int run_step(int argc, char** argv);
 
 }  // namespace pto::cli

@@ -58,7 +58,8 @@ public:
     // The leader's end, from waitpid.
     bool leader_alive() const { return !status_; }
     void leader_exited(int wait_status) { status_ = wait_status; }
-    int wait_status() const { return *status_; }
+    // A step's is its line's, as the agent told (srun's own otherwise).
+    int wait_status() const;
 
     // Nothing of the job is left: the leader reaped, its cgroup empty (or,
     // without one, its process group gone).

@@ -108,7 +108,7 @@ public:
     {
         set_.set_helpers(&helpers);
         if (opt.slurm) {
-            step_control_ = {opt.slurm->scancel, &helpers};
+            step_control_ = {opt.slurm->scancel, &helpers, [this](const std::string& text) { notice(text); }};
             for (const auto& n : opt.slurm->nodes)
                 nodes_.push_back({n.name, n.devices, n.devices});
         }
@@ -746,6 +746,10 @@ void Run::report_status()
 
 void Run::on_leader_exit(JobProcess& j)
 {
+    // srun has written all it will: the agent's end frame, which says how
+    // the line ended, is in the pipe now.
+    if (j.step() != nullptr)
+        read(j, 0);
     j.exit_handled = true;
     JobResult& res = results_[j.index()];
     const int status = j.wait_status();

@@ -8,7 +8,8 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 pto_par=$(realpath "$1")
 shift
-all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports)
+all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover escape stubborn
+     verdicts clean)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -245,12 +246,86 @@ PY
     grep -q 'salloc .* -d 0' "$work/hint.err" && fail "the hint repeats -d: $(cat "$work/hint.err")"
 }
 
+# What a job leaves behind is stopped on its node before the job ends.
+# Jobs of these scenarios sleep 23xx seconds, so that what is left of them
+# can be told from anything else on the machine.
+left_behind() { pgrep -f 'sleep 23[0-9][0-9]'; }
+
+scenario_leftover() {
+    printf 'sleep 2301 & echo started\n' >"$work/left.cmds"
+    local t0=$SECONDS
+    in_allocation "$pto_par" --launcher slurm --json "$work/left.json" "$work/left.cmds" >"$work/left.out" \
+        2>"$work/left.err" || fail "exit $? $(cat "$work/left.err")"
+    ((SECONDS - t0 < 15)) || fail "took $((SECONDS - t0)) s"
+    grep -q '^started$' "$work/left.out" || fail "$(cat "$work/left.out")"
+    grep -q 'PASS sleep' "$work/left.err" || fail "$(cat "$work/left.err")"
+}
+
+# A process that escapes the line's session is stopped before its GPU is
+# handed on: the next job on that node, with the same two GPUs, starts after
+# the escapee is gone.
+scenario_escape() {
+    cat >"$work/esc.cmds" <<CMDS
+@2,label=escaper (setsid sh -c 'echo \$\$ > $work/esc.pid; exec sleep 2302' &); while [ ! -s $work/esc.pid ]; do sleep 0.05; done; echo escaper \$SLURMD_NODENAME
+@2,label=next sleep 0.5; echo \$SLURMD_NODENAME \$(kill -0 \$(cat $work/esc.pid) 2>/dev/null && echo alive || echo gone)
+@2,label=other sleep 0.5; echo \$SLURMD_NODENAME \$(kill -0 \$(cat $work/esc.pid) 2>/dev/null && echo alive || echo gone)
+CMDS
+    in_allocation "$pto_par" --launcher slurm "$work/esc.cmds" >"$work/esc.out" 2>"$work/esc.err" ||
+        fail "exit $? $(cat "$work/esc.err")"
+    local node
+    node=$(sed -n 's/^escaper //p' "$work/esc.out")
+    [ "$(grep -c "^$node " "$work/esc.out")" = 1 ] || fail "no job after the escaper on $node: $(cat "$work/esc.out")"
+    grep -q "^$node alive" "$work/esc.out" &&
+        fail "a job ran on $node while an escapee held its GPUs: $(cat "$work/esc.out")"
+}
+
+# A job that lives through SIGTERM under a shell that does not: the shell
+# dies, and the job is still stopped (SIGKILL) and nothing is left.
+scenario_stubborn() {
+    echo "bash -c 'trap \"\" TERM; trap \"echo usr1\" USR1; echo ready; while :; do sleep 2303; done'" >"$work/stub.cmds"
+    echo "sleep 2304 & echo started" >>"$work/stub.cmds"
+    local t0=$SECONDS
+    in_allocation "$pto_par" --launcher slurm --timeout 3 --dump-grace 1 --kill-grace 1 "$work/stub.cmds" \
+        >"$work/stub.out" 2>"$work/stub.err"
+    local rc=$?
+    [ $rc = 124 ] || fail "exit $rc, 124 expected: $(cat "$work/stub.err")"
+    ((SECONDS - t0 < 20)) || fail "took $((SECONDS - t0)) s"
+}
+
+# A line's end as a local run reports it: the signal that killed it, the
+# exit code, and none of srun's or slurmstepd's words in the job's output.
+scenario_verdicts() {
+    printf '@label=segv kill -SEGV $$\n@label=three exit 3\n' >"$work/ver.cmds"
+    in_allocation "$pto_par" --launcher slurm --json "$work/ver.json" "$work/ver.cmds" >"$work/ver.out" \
+        2>"$work/ver.err"
+    python3 - "$work/ver.json" <<'PY' || fail "$(cat "$work/ver.json" "$work/ver.err")"
+import json, sys
+r = {j["label"]: j for j in map(json.loads, open(sys.argv[1]))}
+assert r["segv"]["signal"] == "SIGSEGV" and r["segv"]["exit_code"] is None, r["segv"]
+assert r["three"]["exit_code"] == 3 and r["three"]["signal"] is None, r["three"]
+PY
+    grep -q 'srun\|slurmstepd' "$work/ver.out" && fail "Slurm's words in the job's output: $(cat "$work/ver.out")"
+}
+
+# Passing steps that left nothing are not said to have left something
+# (srun's own helper process is not the job's).
+scenario_clean() {
+    for i in $(seq 60); do echo true; done >"$work/clean.cmds"
+    in_allocation "$pto_par" --launcher slurm -j 8 "$work/clean.cmds" >/dev/null 2>"$work/clean.err" ||
+        fail "exit $? $(tail "$work/clean.err")"
+    grep 'leftover' "$work/clean.err" && fail "$(grep -c leftover "$work/clean.err") of 60 said to leave processes"
+}
+
 for s in "${wanted[@]}"; do
     echo "--- $s"
     before=$failed
     failed=0
     t0=$SECONDS
     "scenario_$s"
+    if left=$(left_behind); then
+        fail "processes of a job left: $left"
+        kill -KILL $left
+    fi
     [ $failed = 0 ] && echo "  ok ($((SECONDS - t0)) s)"
     [ $before = 1 ] && failed=1
 done

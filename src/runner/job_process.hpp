@@ -85,6 +85,7 @@ public:
     Clock::time_point dump_at{};         // when the dump grace ends
     bool exit_handled = false;           // the scheduler has taken the leader's end into account
     bool start_reported = false;         // observers have seen it start (a step: once its task runs)
+    bool cancelled_pending = false;      // a step stopped before Slurm created it: it never ran
 
 private:
     void read_step_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live);

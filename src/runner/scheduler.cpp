@@ -498,7 +498,7 @@ bool Run::start(std::size_t index, std::vector<int> devices, std::vector<int> po
 // it is running, and its time limit counts.
 void Run::note_step_start(JobProcess& j)
 {
-    if (j.start_reported || j.step() == nullptr || !j.step()->header())
+    if (j.start_reported || j.step() == nullptr || !j.step()->header() || j.cancelled_pending)
         return;
     j.start_reported = true;
     const auto now = Clock::now();
@@ -531,6 +531,20 @@ void Run::stop_all(const char* reason)
 void Run::begin_stop(JobProcess& j)
 {
     const auto now = Clock::now();
+    // A step Slurm has not created yet never ran: srun is killed (its helper
+    // cancels the pending step) and the job is cancelled, at once. Its
+    // header may be in the pipe already, unread: looked at first.
+    if (j.step() != nullptr && !j.start_reported)
+        read(j, 0);
+    if (j.step() != nullptr && !j.start_reported) {
+        if (j.stage == StopStage::none || j.stage == StopStage::terminating) {
+            j.cancelled_pending = true;
+            j.kill_all();
+            j.stage = StopStage::killing;
+            j.stage_deadline = now + wait_after_kill;
+        }
+        return;
+    }
     if (force_kill_) {
         if (j.stage == StopStage::none || j.stage == StopStage::terminating) {
             j.kill_all();
@@ -550,6 +564,10 @@ void Run::begin_stop(JobProcess& j)
 
 void Run::begin_timeout(JobProcess& j, Clock::time_point now)
 {
+    if (j.step() != nullptr && !j.start_reported) {
+        begin_stop(j);
+        return;
+    }
     j.timed_out = true;
     j.dump_at = now + to_duration(opt_.dump_grace_s);
     // Python's faulthandler.register(SIGUSR1) and similar print their stacks
@@ -752,6 +770,10 @@ void Run::on_leader_exit(JobProcess& j)
         read(j, 0);
     j.exit_handled = true;
     JobResult& res = results_[j.index()];
+    if (j.cancelled_pending) {
+        res.status = JobStatus::cancelled;
+        return;
+    }
     const int status = j.wait_status();
     if (WIFEXITED(status))
         res.exit_code = WEXITSTATUS(status);
@@ -830,6 +852,16 @@ void Run::finish(JobProcess& j)
         ports_.release(held_ports_[j.index()]);
     }
     throttled_ = false;
+    if (j.cancelled_pending) {
+        res.devices.clear();
+        res.node.clear();
+        res.pid = -1;
+        res.start = 0;
+        res.error = "the run stopped while it waited for Slurm to create its step";
+        if (opt_.observer != nullptr)
+            opt_.observer->on_cancel(jobs_[j.index()], res);
+        return;
+    }
     res.end = unix_now();
     res.duration_s = res.end - res.start;
     if ((res.status == JobStatus::failed || res.status == JobStatus::timeout) && j.stage != StopStage::abandoned &&

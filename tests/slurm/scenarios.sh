@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 pto_par=$(realpath "$1")
 shift
 all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover escape stubborn
-     verdicts clean)
+     verdicts clean pending)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -53,8 +53,9 @@ fail() { echo "  FAIL: $*"; failed=1; }
 # Runs "$@" in a fresh allocation of both nodes; the allocation's steps
 # must all be gone when it returns. $gpus: how the allocation asks for GPUs.
 gpus=--gres=gpu:2
+tasks=4
 in_allocation() {
-    salloc -Q -N2 --ntasks-per-node=4 $gpus -t 5 bash -c '
+    salloc -Q -N2 --ntasks-per-node=$tasks $gpus -t 5 bash -c '
         "$@"; rc=$?
         # srun'"'"'s exit is seen before slurmctld has forgotten the step: a short wait.
         for _ in $(seq 50); do [ -z "$(squeue -h -s -j "$SLURM_JOB_ID")" ] && break; sleep 0.1; done
@@ -314,6 +315,26 @@ scenario_clean() {
     in_allocation "$pto_par" --launcher slurm -j 8 "$work/clean.cmds" >/dev/null 2>"$work/clean.err" ||
         fail "exit $? $(tail "$work/clean.err")"
     grep 'leftover' "$work/clean.err" && fail "$(grep -c leftover "$work/clean.err") of 60 said to leave processes"
+}
+
+# One CPU per node: two steps run, two wait for Slurm. When the run's time
+# limit comes, those two never ran: cancelled, and the run ends on time.
+scenario_pending() {
+    for i in 1 2 3 4; do echo "@label=j$i sleep 2310"; done >"$work/pend.cmds"
+    local t0=$SECONDS
+    tasks=1 in_allocation "$pto_par" --launcher slurm --timeout 3 --dump-grace 2 --kill-grace 1 \
+        --json "$work/pend.json" "$work/pend.cmds" >/dev/null 2>"$work/pend.err"
+    local rc=$?
+    [ $rc = 124 ] || fail "exit $rc, 124 expected: $(cat "$work/pend.err")"
+    python3 - "$work/pend.json" <<'PY' || fail "$(cat "$work/pend.json" "$work/pend.err")"
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+assert sorted(j["status"] for j in r) == ["cancelled", "cancelled", "timeout", "timeout"], r
+for j in r:
+    if j["status"] == "cancelled":
+        assert j["start"] is None and j["signal"] is None and j["node"] is None, j
+PY
+    ((SECONDS - t0 < 15)) || fail "took $((SECONDS - t0)) s"
 }
 
 for s in "${wanted[@]}"; do

@@ -86,6 +86,7 @@ public:
     bool exit_handled = false;           // the scheduler has taken the leader's end into account
     bool start_reported = false;         // observers have seen it start (a step: once its task runs)
     bool cancelled_pending = false;      // a step stopped before Slurm created it: it never ran
+    bool relaunch = false;               // a step its node could not start: to be tried on another
 
 private:
     void read_step_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live);

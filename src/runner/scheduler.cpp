@@ -92,6 +92,7 @@ struct NodeSlots {
     std::string name;
     std::size_t free = 0;
     std::size_t usable = 0;  // less what quarantined steps keep
+    bool failing = false;    // its steps fail to launch: out of the pool
 };
 
 bool is_shortage(int err)
@@ -365,7 +366,7 @@ std::size_t Run::pick_node(std::size_t count) const
 {
     std::size_t best = no_node;
     for (std::size_t i = 0; i < nodes_.size(); ++i)
-        if (nodes_[i].free >= count && (best == no_node || nodes_[i].free > nodes_[best].free))
+        if (!nodes_[i].failing && nodes_[i].free >= count && (best == no_node || nodes_[i].free > nodes_[best].free))
             best = i;
     return best;
 }
@@ -387,7 +388,8 @@ std::size_t Run::usable() const
         return pool_.usable();
     std::size_t most = 0;
     for (const auto& n : nodes_)
-        most = std::max(most, n.usable);
+        if (!n.failing)
+            most = std::max(most, n.usable);
     return most;
 }
 
@@ -774,6 +776,16 @@ void Run::on_leader_exit(JobProcess& j)
         res.status = JobStatus::cancelled;
         return;
     }
+    if (j.step() != nullptr && !j.step()->header() && !j.step()->launch_failure().empty()) {
+        auto& node = nodes_[node_of_[j.index()]];
+        if (!node.failing)
+            notice("node " + node.name + " taken out of the pool for the rest of the run: its steps fail to launch (" +
+                   j.step()->launch_failure() + "); its jobs are tried on the other nodes");
+        node.failing = true;
+        j.relaunch = true;
+        res.status = JobStatus::cancelled;
+        return;
+    }
     const int status = j.wait_status();
     if (WIFEXITED(status))
         res.exit_code = WEXITSTATUS(status);
@@ -852,7 +864,16 @@ void Run::finish(JobProcess& j)
         ports_.release(held_ports_[j.index()]);
     }
     throttled_ = false;
-    if (j.cancelled_pending) {
+    if (j.relaunch && !stopping_) {
+        res.devices.clear();
+        res.node.clear();
+        res.pid = -1;
+        res.start = 0;
+        again_.push_back(j.index());
+        cancel_unfittable();
+        return;
+    }
+    if (j.cancelled_pending || j.relaunch) {
         res.devices.clear();
         res.node.clear();
         res.pid = -1;

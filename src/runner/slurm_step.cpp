@@ -22,6 +22,9 @@ constexpr int helper_wait_ms = 2000;
 // notices, not the job's bytes. Only at the start of a line.
 constexpr std::string_view slurm_prefixes[] = {"srun: ", "slurmstepd"};
 
+// Before the header: Slurm created the step, and the node did not start it.
+constexpr std::string_view launch_failure_prefix = "srun: error: Task launch for StepId=";
+
 // A partial line longer than this is the job's, whatever it starts with.
 constexpr std::size_t longest_frame = 4096;
 
@@ -87,6 +90,8 @@ std::string_view StepState::filter(std::string_view bytes)
         const std::string_view line = std::string_view(pending_).substr(from, nl - from);
         from = nl + 1;
         if (!line.starts_with(marker)) {
+            if (launch_failure_.empty() && line.starts_with(launch_failure_prefix))
+                launch_failure_ = line;
             passed_.append(line);
             passed_.push_back('\n');
             continue;

@@ -60,6 +60,9 @@ public:
     // what of `bytes` is the job's own output. Lines before the header
     // (srun's errors when the step cannot start) are output.
     std::string_view filter(std::string_view bytes);
+    // srun's word that Slurm created the step but could not start its task
+    // on the node (its slurmd gone, the node down): empty otherwise.
+    const std::string& launch_failure() const { return launch_failure_; }
     // The agent has said how the line ended, and nothing of it is left.
     bool ended() const { return end_.has_value(); }
     // The line's wait status: the agent's word, else what srun's own
@@ -82,6 +85,7 @@ private:
 
     std::optional<slurm::StepHeader> header_;
     std::optional<slurm::StepEnd> end_;
+    std::string launch_failure_;
     bool header_done_ = false;  // the header came, or never will
     bool at_line_start_ = true;  // of the job's output, after the header
     std::string pending_;       // a partial line, while the header may still come

@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 pto_par=$(realpath "$1")
 shift
 all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover escape stubborn
-     verdicts clean pending)
+     verdicts clean pending node_down)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -335,6 +335,19 @@ for j in r:
         assert j["start"] is None and j["signal"] is None and j["node"] is None, j
 PY
     ((SECONDS - t0 < 15)) || fail "took $((SECONDS - t0)) s"
+}
+
+# A node whose slurmd is gone: its steps fail to launch; it is taken out of
+# the pool, said once, and its jobs, which never ran, run on the other node.
+scenario_node_down() {
+    for i in 1 2 3 4; do echo "@label=j$i echo ran on \$SLURMD_NODENAME"; done >"$work/down.cmds"
+    in_allocation bash -c 'kill -KILL $(cat "$1"); "${@:2}"' inner "$work/cluster/pid/slurmd.n2" \
+        timeout 100 "$pto_par" --launcher slurm -j 4 --json "$work/down.json" "$work/down.cmds" \
+        >"$work/down.out" 2>"$work/down.err"
+    local rc=$?
+    [ $rc = 0 ] || fail "exit $rc, 0 expected: $(cat "$work/down.err")"
+    [ "$(grep -c '^ran on n1$' "$work/down.out")" = 4 ] || fail "$(cat "$work/down.out" "$work/down.err")"
+    [ "$(grep -c 'node n2 taken out' "$work/down.err")" = 1 ] || fail "not said once: $(cat "$work/down.err")"
 }
 
 for s in "${wanted[@]}"; do

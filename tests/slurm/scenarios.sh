@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 pto_par=$(realpath "$1")
 shift
 all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover escape stubborn
-     verdicts clean pending node_down)
+     verdicts clean pending node_down scancel)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -348,6 +348,21 @@ scenario_node_down() {
     [ $rc = 0 ] || fail "exit $rc, 0 expected: $(cat "$work/down.err")"
     [ "$(grep -c '^ran on n1$' "$work/down.out")" = 4 ] || fail "$(cat "$work/down.out" "$work/down.err")"
     [ "$(grep -c 'node n2 taken out' "$work/down.err")" = 1 ] || fail "not said once: $(cat "$work/down.err")"
+}
+
+# A step cancelled from outside (scancel, SIGKILL to the whole step, the
+# agent too) is a job killed by SIGKILL, as a local kill -9 would be.
+scenario_scancel() {
+    cat >"$work/sc.cmds" <<CMDS
+@label=victim echo \$SLURM_JOB_ID.\$SLURM_STEP_ID > $work/sc.step; sleep 2320
+@0,label=killer until [ -s $work/sc.step ]; do sleep 0.05; done; scancel --ctld --signal=KILL \$(cat $work/sc.step)
+CMDS
+    in_allocation "$pto_par" --launcher slurm --json "$work/sc.json" "$work/sc.cmds" >/dev/null 2>"$work/sc.err"
+    python3 - "$work/sc.json" <<'PY' || fail "$(cat "$work/sc.json" "$work/sc.err")"
+import json, sys
+r = {j["label"]: j for j in map(json.loads, open(sys.argv[1]))}
+assert r["victim"]["signal"] == "SIGKILL" and r["victim"]["exit_code"] is None, r["victim"]
+PY
 }
 
 for s in "${wanted[@]}"; do

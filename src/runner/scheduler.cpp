@@ -864,20 +864,17 @@ void Run::finish(JobProcess& j)
         ports_.release(held_ports_[j.index()]);
     }
     throttled_ = false;
-    if (j.relaunch && !stopping_) {
-        res.devices.clear();
-        res.node.clear();
-        res.pid = -1;
-        res.start = 0;
-        again_.push_back(j.index());
-        cancel_unfittable();
-        return;
-    }
     if (j.cancelled_pending || j.relaunch) {
+        // It never ran: queued again for another node, or cancelled.
         res.devices.clear();
         res.node.clear();
         res.pid = -1;
         res.start = 0;
+        if (j.relaunch && !stopping_) {
+            again_.push_back(j.index());
+            cancel_unfittable();
+            return;
+        }
         res.error = "the run stopped while it waited for Slurm to create its step";
         if (opt_.observer != nullptr)
             opt_.observer->on_cancel(jobs_[j.index()], res);

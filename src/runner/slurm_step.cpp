@@ -119,29 +119,21 @@ void StepState::filter_body()
     while (from < pending_.size()) {
         const std::string_view rest = std::string_view(pending_).substr(from);
         if (at_line_start_) {
-            bool hold = false;
+            bool may_become = false;  // too short yet to tell
             bool slurm_line = false;
             for (const auto prefix : slurm_prefixes) {
-                if (rest.size() < prefix.size() && prefix.starts_with(rest))
-                    hold = true;
-                if (rest.starts_with(prefix))
-                    slurm_line = true;
+                may_become = may_become || (rest.size() < prefix.size() && prefix.starts_with(rest));
+                slurm_line = slurm_line || rest.starts_with(prefix);
             }
-            if (slurm_line) {
-                const auto nl = rest.find('\n');
-                if (nl == std::string_view::npos) {
-                    hold = rest.size() <= longest_frame;
-                    slurm_line = hold;
-                }
-                if (nl != std::string_view::npos) {
-                    if (control_->notice)
-                        control_->notice(node_ + ": " + std::string(rest.substr(0, nl)));
-                    from += nl + 1;
-                    continue;
-                }
+            const auto nl = rest.find('\n');
+            if (slurm_line && nl != std::string_view::npos) {
+                if (control_->notice)
+                    control_->notice(node_ + ": " + std::string(rest.substr(0, nl)));
+                from += nl + 1;
+                continue;
             }
-            if (hold)
-                break;
+            if (may_become || (slurm_line && rest.size() <= longest_frame))
+                break;  // the rest of the line is still to come
         }
         const auto stop = rest.find_first_of("\n\x1e");
         if (stop == std::string_view::npos) {

@@ -8,8 +8,10 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 pto_par=$(realpath "$1")
 shift
+# node_down last: it kills a slurmd, and the scenarios of one invocation
+# share a cluster.
 all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover escape stubborn
-     verdicts clean pending node_down scancel)
+     verdicts clean pending scancel node_down)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 

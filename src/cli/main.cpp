@@ -287,6 +287,7 @@ Expected<SlurmSetup> slurm_setup(const cli::Options& opt, int argc, char** argv)
                     cli::salloc_hint(argc, argv));
     if (opt.devices != "auto")
         return fail("--launcher slurm takes its devices from the allocation: leave out -d");
+    cli::forget_allocation_gpu_requests();
     SlurmSetup s;
     auto nodes = cli::read_allocation(job_id);
     if (!nodes)
@@ -549,7 +550,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         output.set_hold_place(ro.spill_place);
         ro.output_live_for = [&output](std::size_t index) { return output.live_for(index); };
     }
-    report::JsonLines json(json_fd.get());
+    report::JsonLines json(json_fd.get(), slurm.has_value());
     report::Fanout fanout;
     fanout.add(&status);
     fanout.add(&output);
@@ -649,7 +650,7 @@ int main(int argc, char** argv)
     // A step of --launcher slurm: before anything blocks a signal or ignores
     // SIGPIPE, since the job inherits both across the exec.
     if (argc >= 2 && std::string_view(argv[1]) == cli::step_mode_flag)
-        return cli::exec_step(argc, argv);
+        return cli::run_step(argc, argv);
     // First of all: from here on no signal can kill pto-par half-way or be
     // lost; they are read where pto-par can act on them.
     auto signals = cli::EarlySignals::open();

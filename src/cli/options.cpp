@@ -171,7 +171,11 @@ Expected<bool> parse_launcher(std::string_view text, const char* where)
 Expected<Options> parse_options(int argc, char** argv)
 {
     Options o;
-    if (const char* p = std::getenv("PTO_PAR_LAUNCHER"); p != nullptr && *p != '\0') {
+    // Inside a job of a run (PTO_PAR_SEQ is set in every job), a nested run
+    // is local on that job's devices: an inherited PTO_PAR_LAUNCHER=slurm
+    // would make it start steps anywhere in the allocation.
+    const bool in_job = std::getenv("PTO_PAR_SEQ") != nullptr;
+    if (const char* p = std::getenv("PTO_PAR_LAUNCHER"); p != nullptr && *p != '\0' && !in_job) {
         auto slurm = parse_launcher(p, "$PTO_PAR_LAUNCHER");
         if (!slurm)
             return tl::unexpected(slurm.error());

@@ -15,6 +15,7 @@
 
 #include "cmdfile/commands_file.hpp"
 #include "common/unique_fd.hpp"
+#include "agent/step_agent.hpp"
 #include "devices/discovery.hpp"
 
 extern char** environ;
@@ -107,9 +108,28 @@ Expected<std::vector<slurm::NodeDevices>> read_allocation(const char* job_id)
 std::string salloc_hint(int argc, char** argv)
 {
     std::string line = "salloc -N2 --ntasks-per-node=2 --gres=gpu:2";
-    for (int i = 0; i < argc; ++i)
+    // Without -d: --launcher slurm rejects it, so the hint would not run.
+    for (int i = 0; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "-d" || a == "--devices" || a == "--device") {
+            ++i;
+            continue;
+        }
+        if ((a.starts_with("-d") && !a.starts_with("--")) || a.starts_with("--devices=") || a.starts_with("--device="))
+            continue;
         line += " " + shell_quote(argv[i]);
+    }
     return line;
+}
+
+void forget_allocation_gpu_requests()
+{
+    // What the allocation asked for, which srun reads as the step's request
+    // too: with SLURM_GPUS set, a step's --gres=gpu:N is "Invalid generic
+    // resource (gres) specification". Each step says what it needs itself.
+    for (const char* name : {"SLURM_GPUS", "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_TASK", "SLURM_GPUS_PER_SOCKET",
+                             "SLURM_CPUS_PER_GPU", "SLURM_MEM_PER_GPU", "SLURM_GPU_BIND", "SLURM_GPU_FREQ"})
+        (void)unsetenv(name);  // fails only for a bad name, which these are not
 }
 
 std::vector<std::string> step_command(const std::string& self, const std::string& shell, const std::string& command,
@@ -120,7 +140,7 @@ std::vector<std::string> step_command(const std::string& self, const std::string
     return argv;
 }
 
-int exec_step(int argc, char** argv)
+int run_step(int argc, char** argv)
 {
     if (argc < 4) {
         std::cerr << "pto-par: " << step_mode_flag << " is pto-par's own, for the steps of --launcher slurm\n";
@@ -155,9 +175,15 @@ int exec_step(int argc, char** argv)
         std::cerr << "pto-par: setenv: " << std::strerror(errno) << "\n";
         return 126;
     }
-    execl(argv[2], argv[2], "-c", command.c_str(), static_cast<char*>(nullptr));
-    std::cerr << "pto-par: cannot run " << argv[2] << ": " << std::strerror(errno) << "\n";
-    return 126;
+    const auto env = [](const char* name) {
+        const char* v = std::getenv(name);
+        return std::string(v != nullptr ? v : "");
+    };
+    // One frame, so that nothing of the job can come before it.
+    const std::string header = std::string(slurm::step_header_marker) + env("SLURM_JOB_ID") + "." +
+                               env("SLURM_STEP_ID") + " " + env("SLURMD_NODENAME") + " " + env("SLURM_STEP_GPUS") +
+                               "\n";
+    return agent::run_step(argv[2], command, header);
 }
 
 }  // namespace pto::cli

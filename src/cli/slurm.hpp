@@ -24,14 +24,19 @@ Expected<std::vector<slurm::NodeDevices>> read_allocation(const char* job_id);
 // What to say outside an allocation: the salloc line that would work.
 std::string salloc_hint(int argc, char** argv);
 
+// Takes the allocation's own GPU request (--gpus, --gpus-per-node, ...) out
+// of the environment that srun and the steps inherit.
+void forget_allocation_gpu_requests();
+
 // The argv that makes a step run `command` with `shell` as pto-par would:
 // this very binary in step mode.
 std::vector<std::string> step_command(const std::string& self, const std::string& shell, const std::string& command,
                                       const std::vector<std::string>& device_env);
 
 // Step mode: argv is [pto-par, --slurm-step, SHELL, COMMAND, NAME...].
-// Replaces the process with SHELL -c COMMAND; returns only on failure, with
-// the exit status to use (126, as a shell that cannot run a command).
-int exec_step(int argc, char** argv);
+// Runs SHELL -c COMMAND under the step agent (agent/step_agent.hpp) with
+// the job's variables; returns the exit status (126, as a shell that cannot
+// run a command, when it cannot even start).
+int run_step(int argc, char** argv);
 
 }  // namespace pto::cli

@@ -72,6 +72,14 @@ void LocalDevices::withhold(const Grant& grant)
     }
 }
 
+bool LocalDevices::lose(const Grant& grant)
+{
+    const bool fresh = std::any_of(grant.devices.begin(), grant.devices.end(),
+                                   [this](int id) { return !withheld_[index_of(id)]; });
+    withhold(grant);
+    return fresh;
+}
+
 bool LocalDevices::fits_after(std::size_t count, std::size_t slots, std::span<const Grant* const> freed) const
 {
     auto used = used_;

@@ -44,6 +44,9 @@ public:
     virtual void release(const Grant& grant) = 0;
     // Never handed out again in this run.
     virtual void withhold(const Grant& grant) = 0;
+    // Where `grant` is cannot start jobs any more (a node whose steps fail
+    // to launch): nothing there is handed out again. True the first time.
+    virtual bool lose(const Grant& grant) = 0;
     // The most devices one job can still get.
     virtual std::size_t usable() const = 0;
     // Whether `count` would be free once `freed` are back, from what is free
@@ -62,6 +65,8 @@ public:
     void release(const Grant& grant);
     // Something of the job holding `grant` could not be stopped.
     void withhold(const Grant& grant);
+    // Where `grant` is can start no job any more; true the first time.
+    bool lose(const Grant& grant) { return devices_->lose(grant); }
 
     // Whether `need` can still ever be met in this run.
     bool usable_for(const Need& need) const;

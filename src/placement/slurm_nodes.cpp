@@ -1,6 +1,7 @@
 #include "placement/slurm_nodes.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace pto::placement {
 
@@ -19,7 +20,7 @@ bool SlurmNodes::acquire(std::size_t count, std::size_t slots, Grant& grant)
         count = 1;
     const Node* best = nullptr;
     for (const auto& n : nodes_)
-        if (n.free >= count && (best == nullptr || n.free > best->free))
+        if (!n.lost && n.free >= count && (best == nullptr || n.free > best->free))
             best = &n;
     if (best == nullptr)
         return false;
@@ -40,11 +41,17 @@ void SlurmNodes::withhold(const Grant& grant)
     nodes_[grant.node_index].usable -= grant.device_count;
 }
 
+bool SlurmNodes::lose(const Grant& grant)
+{
+    return !std::exchange(nodes_[grant.node_index].lost, true);
+}
+
 std::size_t SlurmNodes::usable() const
 {
     std::size_t most = 0;
     for (const auto& n : nodes_)
-        most = std::max(most, n.usable);
+        if (!n.lost)
+            most = std::max(most, n.usable);
     return most;
 }
 

@@ -21,6 +21,8 @@ public:
     bool acquire(std::size_t count, std::size_t slots, Grant& grant) override;
     void release(const Grant& grant) override;
     void withhold(const Grant& grant) override;
+    // A node whose steps fail to launch: out of the pool.
+    bool lose(const Grant& grant) override;
     std::size_t usable() const override;
     // Slurm decides when a step starts: no start is this run's to promise.
     bool fits_after(std::size_t, std::size_t, std::span<const Grant* const>) const override { return false; }
@@ -31,6 +33,7 @@ private:
         std::string name;
         std::size_t free = 0;
         std::size_t usable = 0;  // less what quarantined steps keep
+        bool lost = false;       // its steps fail to launch
     };
     std::vector<Node> nodes_;
 };

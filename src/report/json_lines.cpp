@@ -56,7 +56,7 @@ std::string json_string(std::string_view bytes)
     return out;
 }
 
-std::string job_json(const Job& job, const JobResult& r)
+std::string job_json(const Job& job, const JobResult& r, bool with_node)
 {
     std::string o = "{\"label\":" + json_string(r.label);
     o += ",\"seq\":" + std::to_string(job.seq);
@@ -69,9 +69,10 @@ std::string job_json(const Job& job, const JobResult& r)
     for (std::size_t i = 0; i < r.devices.size(); ++i)
         o += (i ? "," : "") + std::to_string(r.devices[i]);
     o += "]";
-    // Under --launcher slurm only, so local reports stay as they were.
-    if (!r.node.empty())
-        o += ",\"node\":" + json_string(r.node);
+    // Under --launcher slurm only, so local reports stay as they were; null
+    // for a job that never ran, as the other absent fields.
+    if (with_node)
+        o += ",\"node\":" + (r.node.empty() ? std::string("null") : json_string(r.node));
     const bool started = r.pid > 0;
     o += ",\"pid\":" + (started ? std::to_string(r.pid) : std::string("null"));
     o += ",\"start\":" + (r.start > 0 ? number(r.start) : std::string("null"));
@@ -119,7 +120,7 @@ void JsonLines::write(const Job& job, const JobResult& r)
 {
     if (!ok_)
         return;
-    ok_ = write_all(fd_, job_json(job, r) + "\n");
+    ok_ = write_all(fd_, job_json(job, r, with_node_) + "\n");
 }
 
 void JsonLines::write_devices(const std::vector<DeviceStats>& devices)

@@ -14,7 +14,8 @@ namespace pto::report {
 
 class JsonLines final : public RunObserver {
 public:
-    explicit JsonLines(int fd) : fd_(fd) {}
+    // with_node: every record has "node" (under --launcher slurm).
+    JsonLines(int fd, bool with_node) : fd_(fd), with_node_(with_node) {}
 
     void on_finish(const Job& job, const JobResult& r, const JobOutput&) override { write(job, r); }
     void on_cancel(const Job& job, const JobResult& r) override { write(job, r); }
@@ -30,11 +31,12 @@ private:
     void write(const Job& job, const JobResult& r);
 
     int fd_;
+    bool with_node_;
     bool ok_ = true;
 };
 
 // One job as a JSON object, without the newline.
-std::string job_json(const Job& job, const JobResult& r);
+std::string job_json(const Job& job, const JobResult& r, bool with_node);
 
 // A JSON string literal for arbitrary bytes: each byte that is not UTF-8
 // becomes \udcXX (a lone surrogate, as Python's surrogateescape), so the line

@@ -101,10 +101,21 @@ void JobProcess::read_step_output(std::size_t chunk, int max_reads, const std::f
     }
 }
 
+int JobProcess::wait_status() const
+{
+    if (step_)
+        return step_->wait_status(*status_).value_or(*status_);
+    return *status_;
+}
+
 bool JobProcess::empty() const
 {
     if (leader_alive())
         return false;
+    // The agent says so only once nothing of the job is left on the node;
+    // what remains here is srun's own helper, ending by itself.
+    if (step_ && step_->ended())
+        return true;
     if (cgroup_taken_)
         return true;
     if (cgroup_)

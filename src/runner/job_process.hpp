@@ -50,7 +50,8 @@ public:
     // The leader's end, from waitpid.
     bool leader_alive() const { return !status_; }
     void leader_exited(int wait_status) { status_ = wait_status; }
-    int wait_status() const { return *status_; }
+    // A step's is its line's, as the agent told (srun's own otherwise).
+    int wait_status() const;
 
     // Nothing of the job is left: the leader reaped, its cgroup empty (or,
     // without one, its process group gone).
@@ -72,6 +73,8 @@ public:
     bool is_check() const { return checked_device >= 0; }
     bool exit_handled = false;           // the scheduler has taken the leader's end into account
     bool start_reported = false;         // observers have seen it start (a step: once its task runs)
+    bool cancelled_pending = false;      // a step stopped before Slurm created it: it never ran
+    bool relaunch = false;               // a step its node could not start: to be tried on another
 
 private:
     void read_step_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live);

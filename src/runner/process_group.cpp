@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "common/read_file.hpp"
 #include "common/unique_fd.hpp"
@@ -123,6 +124,25 @@ std::vector<pid_t> children_of_this_process()
             kids.push_back(pid);
     });
     return kids;
+}
+
+std::vector<pid_t> descendants_of_this_process()
+{
+    std::vector<std::pair<pid_t, ProcStat>> all;
+    for_each_process([&](pid_t pid, const ProcStat& st) { all.emplace_back(pid, st); });
+    std::vector<pid_t> out;
+    std::vector<pid_t> parents{getpid()};
+    while (!parents.empty()) {
+        const pid_t parent = parents.back();
+        parents.pop_back();
+        for (const auto& [pid, st] : all)
+            if (st.ppid == parent) {
+                parents.push_back(pid);  // a zombie's children are already re-parented: harmless
+                if (st.state != 'Z')
+                    out.push_back(pid);
+            }
+    }
+    return out;
 }
 
 std::vector<pid_t> parse_pids(std::string_view text)

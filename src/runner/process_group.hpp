@@ -28,6 +28,10 @@ std::vector<pid_t> group_members(pid_t pgid);
 // cannot tell.
 std::vector<pid_t> children_of_this_process();
 
+// Every live process under this one (children, their children, ...), from
+// /proc; zombies left out. Empty when /proc cannot tell.
+std::vector<pid_t> descendants_of_this_process();
+
 // The pids of a whitespace-separated list (cgroup.procs, /proc/.../children).
 std::vector<pid_t> parse_pids(std::string_view text);
 

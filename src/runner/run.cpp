@@ -37,7 +37,7 @@ Run::Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, 
 {
     set_.set_helpers(&helpers);
     if (opt.slurm)
-        step_control_ = {opt.slurm->scancel, &helpers};
+        step_control_ = {opt.slurm->scancel, &helpers, [this](const std::string& text) { notice(text); }};
     if (opt.timeout_s)
         run_deadline_ = began_ + to_duration(*opt.timeout_s);
     if (opt.stop_escapees && cgroup == nullptr)
@@ -122,10 +122,27 @@ void Run::report_status()
 
 void Run::on_leader_exit(JobProcess& j)
 {
+    // srun has written all it will: the agent's end frame, which says how
+    // the line ended, is in the pipe now.
+    if (j.step() != nullptr)
+        read(j, 0);
     j.exit_handled = true;
     if (j.is_check())
         return;  // its verdict is taken when nothing of it is left
     JobResult& res = results_[j.index()];
+    if (j.cancelled_pending) {
+        res.status = JobStatus::cancelled;
+        return;
+    }
+    if (j.step() != nullptr && !j.step()->header() && !j.step()->launch_failure().empty()) {
+        if (placement_.lose(grants_[j.index()]))
+            notice("node " + grants_[j.index()].node +
+                   " taken out of the pool for the rest of the run: its steps fail to launch (" +
+                   j.step()->launch_failure() + "); its jobs are tried on the other nodes");
+        j.relaunch = true;
+        res.status = JobStatus::cancelled;
+        return;
+    }
     const int status = j.wait_status();
     if (WIFEXITED(status))
         res.exit_code = WEXITSTATUS(status);
@@ -191,6 +208,11 @@ void Run::finish_ended()
             check_ended(*done, {});
             continue;
         }
+        if (done->cancelled_pending || done->relaunch) {
+            placement_.release(grants_[done->index()]);
+            never_ran(*done);
+            continue;
+        }
         end_try(*done);
         if (wants_check(*done)) {
             park(std::move(done));
@@ -214,6 +236,26 @@ void Run::show_live()
     for (const auto& j : set_.jobs())
         if (!j->is_check() && opt_.output_live_for(j->index()))
             opt_.observer->on_output_live(jobs_[j->index()], results_[j->index()], {}, j->output());
+}
+
+// A step that Slurm never started: queued again for another node, or
+// cancelled.
+void Run::never_ran(JobProcess& j)
+{
+    throttled_ = false;
+    JobResult& res = results_[j.index()];
+    res.devices.clear();
+    res.node.clear();
+    res.pid = -1;
+    res.start = 0;
+    if (j.relaunch && !stopping_) {
+        queue_.push_retry(j.index());
+        cancel_unfittable();
+        return;
+    }
+    res.error = "the run stopped while it waited for Slurm to create its step";
+    if (opt_.observer != nullptr)
+        opt_.observer->on_cancel(jobs_[j.index()], res);
 }
 
 // The try is over: its TIMEOUT report if it is due, and its end.

@@ -56,6 +56,7 @@ private:
     void finish_ended();
     void show_live();
     void end_try(JobProcess& j);
+    void never_ran(JobProcess& j);
     void report(JobProcess& j, bool abandoned);
     std::size_t running_jobs() const;
     // Health checks (run_health.cpp).

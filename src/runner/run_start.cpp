@@ -216,7 +216,7 @@ bool Run::start(std::size_t index, placement::Grant grant)
 // it is running, and its time limit counts.
 void Run::note_step_start(JobProcess& j)
 {
-    if (j.start_reported || j.step() == nullptr || !j.step()->header())
+    if (j.start_reported || j.step() == nullptr || !j.step()->header() || j.cancelled_pending)
         return;
     j.start_reported = true;
     const auto now = Clock::now();

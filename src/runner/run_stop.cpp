@@ -30,6 +30,18 @@ void Run::stop_all(const char* reason)
 
 void Run::stop(JobProcess& j)
 {
+    // A step Slurm has not created yet never ran: srun is killed (its helper
+    // cancels the pending step) and the job is cancelled, at once. Its
+    // header may be in the pipe already, unread: looked at first.
+    if (j.step() != nullptr && !j.start_reported)
+        read(j, 0);
+    if (j.step() != nullptr && !j.start_reported) {
+        if (j.life.stage() == StopStage::none || j.life.stage() == StopStage::terminating) {
+            j.cancelled_pending = true;
+            j.life.stop(j, Clock::now(), true);
+        }
+        return;
+    }
     j.life.stop(j, Clock::now(), force_kill_);
 }
 
@@ -112,7 +124,10 @@ void Run::check_deadlines(Clock::time_point now)
                 j->life.set_stopped_by_us(true);
                 stop(*j);
             } else if (j->leader_alive() && j->life.stage() == StopStage::none && !j->life.timed_out()) {
-                j->life.time_out(*j, now);
+                if (j->step() != nullptr && !j->start_reported)
+                    stop(*j);  // it never ran: there are no stacks to dump
+                else
+                    j->life.time_out(*j, now);
             }
         }
     }

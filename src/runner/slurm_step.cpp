@@ -17,11 +17,16 @@ namespace {
 // end of a run (slurmctld gone) is left to finish or die with its session.
 constexpr int helper_wait_ms = 2000;
 
-// Runs in the step, on the node: says where it runs and what it got, in one
-// write so that nothing of the job can come before it, then becomes the job.
-constexpr const char* header_script =
-    "printf '\\036pto-par-step %s.%s %s %s\\n' \"$SLURM_JOB_ID\" \"$SLURM_STEP_ID\" \"$SLURMD_NODENAME\" "
-    "\"${SLURM_STEP_GPUS-}\" && exec \"$@\"";
+// What srun and slurmstepd say of a step in its output ("srun: error: ...",
+// "slurmstepd-n2: error: *** STEP 6.2 ON n2 CANCELLED ..."): the run's
+// notices, not the job's bytes. Only at the start of a line.
+constexpr std::string_view slurm_prefixes[] = {"srun: ", "slurmstepd"};
+
+// Before the header: Slurm created the step, and the node did not start it.
+constexpr std::string_view launch_failure_prefix = "srun: error: Task launch for StepId=";
+
+// A partial line longer than this is the job's, whatever it starts with.
+constexpr std::size_t longest_frame = 4096;
 
 }  // namespace
 
@@ -61,10 +66,13 @@ bool Helpers::forget(pid_t pid)
 
 std::string_view StepState::filter(std::string_view bytes)
 {
-    if (header_done_)
-        return bytes;
-    const std::string_view marker = slurm::step_header_marker;
     passed_.clear();
+    if (header_done_) {
+        pending_.append(bytes);
+        filter_body();
+        return passed_;
+    }
+    const std::string_view marker = slurm::step_header_marker;
     pending_.append(bytes);
     std::size_t from = 0;
     while (!header_done_) {
@@ -82,6 +90,8 @@ std::string_view StepState::filter(std::string_view bytes)
         const std::string_view line = std::string_view(pending_).substr(from, nl - from);
         from = nl + 1;
         if (!line.starts_with(marker)) {
+            if (launch_failure_.empty() && line.starts_with(launch_failure_prefix))
+                launch_failure_ = line;
             passed_.append(line);
             passed_.push_back('\n');
             continue;
@@ -92,17 +102,92 @@ std::string_view StepState::filter(std::string_view bytes)
         else
             passed_.append("pto-par: " + parsed.error().message + "\n");
         header_done_ = true;
-        passed_.append(std::string_view(pending_).substr(from));
-        from = pending_.size();
+        pending_.erase(0, from);
+        filter_body();
+        return passed_;
     }
     pending_.erase(0, from);
     return passed_;
+}
+
+// After the header: the job's bytes, Slurm's own lines (to notices) and the
+// agent's end frame, which may follow a partial line of the job's.
+void StepState::filter_body()
+{
+    std::size_t from = 0;
+    const std::string_view end_marker = slurm::step_end_marker;
+    while (from < pending_.size()) {
+        const std::string_view rest = std::string_view(pending_).substr(from);
+        if (at_line_start_) {
+            bool may_become = false;  // too short yet to tell
+            bool slurm_line = false;
+            for (const auto prefix : slurm_prefixes) {
+                may_become = may_become || (rest.size() < prefix.size() && prefix.starts_with(rest));
+                slurm_line = slurm_line || rest.starts_with(prefix);
+            }
+            const auto nl = rest.find('\n');
+            if (slurm_line && nl != std::string_view::npos) {
+                if (control_->notice)
+                    control_->notice(node_ + ": " + std::string(rest.substr(0, nl)));
+                from += nl + 1;
+                continue;
+            }
+            if (may_become || (slurm_line && rest.size() <= longest_frame))
+                break;  // the rest of the line is still to come
+        }
+        const auto stop = rest.find_first_of("\n\x1e");
+        if (stop == std::string_view::npos) {
+            passed_.append(rest);
+            at_line_start_ = false;
+            from = pending_.size();
+            break;
+        }
+        if (rest[stop] == '\n') {
+            passed_.append(rest.substr(0, stop + 1));
+            at_line_start_ = true;
+            from += stop + 1;
+            continue;
+        }
+        // A frame mark: the end frame, or a job's own control byte.
+        passed_.append(rest.substr(0, stop));
+        from += stop;
+        const std::string_view frame = rest.substr(stop);
+        const auto nl = frame.find('\n');
+        const bool maybe_end = frame.size() < end_marker.size() ? end_marker.starts_with(frame)
+                                                                 : frame.starts_with(end_marker);
+        if (maybe_end && nl == std::string_view::npos && frame.size() <= longest_frame)
+            break;  // the rest of the frame is still to come
+        if (maybe_end && nl != std::string_view::npos) {
+            auto parsed = slurm::parse_step_end(frame.substr(end_marker.size(), nl - end_marker.size()));
+            if (parsed)
+                end_ = *parsed;
+            else
+                passed_.append("pto-par: " + parsed.error().message + "\n");
+            from += nl + 1;
+            continue;
+        }
+        passed_.push_back(frame[0]);
+        at_line_start_ = false;
+        from += 1;
+    }
+    pending_.erase(0, from);
 }
 
 std::string StepState::take_pending()
 {
     header_done_ = true;
     return std::exchange(pending_, {});
+}
+
+std::optional<int> StepState::wait_status(int srun_status) const
+{
+    if (end_)
+        return end_->wait_status;
+    // The agent did not get to say (killed with the step, by scancel or
+    // Slurm): srun's 128+N for a task killed by signal N is that signal.
+    if (header_ && WIFEXITED(srun_status) && WEXITSTATUS(srun_status) > 128 && WEXITSTATUS(srun_status) < 128 + NSIG)
+        return WEXITSTATUS(srun_status) - 128;
+    return std::nullopt;
 }
 
 void StepState::signal(int sig, pid_t srun_pid) const
@@ -132,11 +217,7 @@ std::vector<std::string> step_argv(const SlurmOptions& slurm, const std::string&
                                  "-n1",
                                  "-w",
                                  node,
-                                 gpus == 0 ? std::string("--gres=none") : "--gres=gpu:" + std::to_string(gpus),
-                                 "/bin/sh",
-                                 "-c",
-                                 header_script,
-                                 "pto-par-step"};
+                                 gpus == 0 ? std::string("--gres=none") : "--gres=gpu:" + std::to_string(gpus)};
     out.insert(out.end(), argv.begin(), argv.end());
     return out;
 }

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +43,7 @@ private:
 struct StepControl {
     std::string scancel;
     Helpers* helpers;
+    std::function<void(const std::string&)> notice;  // srun's and slurmstepd's own lines
 };
 
 // Where one step stands, as its output has told so far.
@@ -53,10 +55,20 @@ public:
     // Set once the task runs and has said where and with what.
     const std::optional<slurm::StepHeader>& header() const { return header_; }
 
-    // Takes the header out of the first bytes of output: returns what of
-    // `bytes` is the job's own output. Lines before the header (srun's
-    // errors when the step cannot start) are output.
+    // Takes the header out of the first bytes of output, and later srun's
+    // and slurmstepd's lines (to notices) and the agent's end frame: returns
+    // what of `bytes` is the job's own output. Lines before the header
+    // (srun's errors when the step cannot start) are output.
     std::string_view filter(std::string_view bytes);
+    // srun's word that Slurm created the step but could not start its task
+    // on the node (its slurmd gone, the node down): empty otherwise.
+    const std::string& launch_failure() const { return launch_failure_; }
+    // The agent has said how the line ended, and nothing of it is left.
+    bool ended() const { return end_.has_value(); }
+    // The line's wait status: the agent's word, else what srun's own
+    // (`srun_status`) tells of a task killed by a signal; nothing when srun's
+    // is all there is.
+    std::optional<int> wait_status(int srun_status) const;
     // At EOF: a partial line still held back, as output.
     std::string take_pending();
 
@@ -69,14 +81,19 @@ public:
 private:
     std::string node_;
     const StepControl* control_;
+    void filter_body();
+
     std::optional<slurm::StepHeader> header_;
+    std::optional<slurm::StepEnd> end_;
+    std::string launch_failure_;
     bool header_done_ = false;  // the header came, or never will
+    bool at_line_start_ = true;  // of the job's output, after the header
     std::string pending_;       // a partial line, while the header may still come
     std::string passed_;        // what filter() returns, kept alive here
 };
 
-// srun --exact -N1 -n1 -w NODE --gres=gpu:N ... around `argv`, with a shell
-// in the step writing the header before it execs argv.
+// srun --exact -N1 -n1 -w NODE --gres=gpu:N ... before `argv`, which is
+// the agent (`pto-par --slurm-step ...`).
 std::vector<std::string> step_argv(const SlurmOptions& slurm, const std::string& node, std::size_t gpus,
                                    const std::vector<std::string>& argv);
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <string>
 
 namespace pto::slurm {
 namespace {
@@ -173,6 +175,16 @@ Expected<StepHeader> parse_step_header(std::string_view line)
         h.gpus = std::move(*ids);
     }
     return h;
+}
+
+Expected<StepEnd> parse_step_end(std::string_view line)
+{
+    StepEnd e;
+    const std::string text(line);  // sscanf wants the NUL that a view lacks
+    char extra = 0;
+    if (std::sscanf(text.c_str(), "%d %d%c", &e.wait_status, &e.leftovers, &extra) != 2 || e.leftovers < 0)
+        return fail("malformed step end '" + text + "'");
+    return e;
 }
 
 }  // namespace pto::slurm

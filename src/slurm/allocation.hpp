@@ -37,4 +37,17 @@ struct StepHeader {
 // One header line without its marker and newline: "12.3 n1 0,1".
 Expected<StepHeader> parse_step_header(std::string_view line);
 
+// The step's last frame, from the agent once nothing of the job is left:
+// the line's wait status and how many processes it left behind. It may
+// follow a partial line of the job's output.
+inline constexpr std::string_view step_end_marker = "\x1epto-par-end ";
+
+struct StepEnd {
+    int wait_status = 0;
+    int leftovers = 0;
+};
+
+// "256 0" (without marker and newline).
+Expected<StepEnd> parse_step_end(std::string_view line);
+
 }  // namespace pto::slurm

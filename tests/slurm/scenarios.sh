@@ -8,13 +8,25 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 pto_par=$(realpath "$1")
 shift
-all=(spread static fifo fail_fast interrupt timeout killed refused)
+# node_down last: it kills a slurmd, and the scenarios of one invocation
+# share a cluster.
+all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover escape stubborn
+     verdicts clean pending scancel node_down)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
-if [ "$(id -u)" != 0 ]; then
-    echo "SKIP: the Slurm scenarios need root to start a local cluster"
-    exit 77
+# Whether this machine can run a local Slurm is found once per `meson test`:
+# the first scenario that cannot start the cluster leaves the reason in
+# $PTO_PAR_SLURM_VERDICT (set by meson.build), keyed by that meson process (pid and start time),
+# and the others skip at once with it.
+verdict=${PTO_PAR_SLURM_VERDICT:-}
+run_key=
+if [ -n "$verdict" ]; then
+    run_key="$PPID $(cut -d' ' -f22 "/proc/$PPID/stat" 2>/dev/null)"
+    if [ "$(head -1 "$verdict" 2>/dev/null)" = "$run_key" ]; then
+        tail -n +2 "$verdict"
+        exit 77
+    fi
 fi
 work=$(mktemp -d /tmp/pto-par-slurm.XXXXXX)
 cleanup() {
@@ -25,11 +37,15 @@ trap cleanup EXIT
 # meson's timeout and Ctrl-C: still stop the daemons on the way out.
 trap 'exit 143' TERM
 trap 'exit 130' INT
-"$here/cluster.sh" start "$work/cluster"
+"$here/cluster.sh" start "$work/cluster" 2>"$work/start.err"
 case $? in
     0) ;;
-    77) exit 77 ;;
-    *) echo "FAIL: the cluster did not start"; exit 1 ;;
+    77)
+        cat "$work/start.err"
+        reason=$(grep '^SKIP:' "$work/start.err")
+        [ -n "$run_key" ] && printf '%s\n%s (found by an earlier test of this run)\n' "$run_key" "$reason" >"$verdict"
+        exit 77 ;;
+    *) cat "$work/start.err"; echo "FAIL: the cluster did not start"; exit 1 ;;
 esac
 export SLURM_CONF=$work/cluster/slurm.conf
 
@@ -37,9 +53,11 @@ failed=0
 fail() { echo "  FAIL: $*"; failed=1; }
 
 # Runs "$@" in a fresh allocation of both nodes; the allocation's steps
-# must all be gone when it returns.
+# must all be gone when it returns. $gpus: how the allocation asks for GPUs.
+gpus=--gres=gpu:2
+tasks=4
 in_allocation() {
-    salloc -Q -N2 --ntasks-per-node=4 --gres=gpu:2 -t 5 bash -c '
+    salloc -Q -N2 --ntasks-per-node=$tasks $gpus -t 5 bash -c '
         "$@"; rc=$?
         # srun'"'"'s exit is seen before slurmctld has forgotten the step: a short wait.
         for _ in $(seq 50); do [ -z "$(squeue -h -s -j "$SLURM_JOB_ID")" ] && break; sleep 0.1; done
@@ -145,13 +163,14 @@ scenario_fail_fast() {
 scenario_interrupt() {
     printf '%s\n%s\n' "$trapper" "$trapper" >"$work/int.cmds"
     in_allocation bash -c '
-        "$1" --launcher slurm "$2" >"$3.out" 2>"$3.err" & pid=$!
-        for _ in $(seq 200); do [ "$(grep -c START "$3.err")" = 2 ] && break; sleep 0.1; done
-        sleep 0.5
+        "$1" --launcher slurm --output stream "$2" >"$3.out" 2>"$3.err" & pid=$!
+        # Both traps are set once both have said ready (a loaded machine
+        # may take long after START).
+        for _ in $(seq 200); do [ "$(grep -c "ready$" "$3.out")" = 2 ] && break; sleep 0.1; done
         kill -INT $pid; wait $pid' inner "$pto_par" "$work/int.cmds" "$work/int"
     local rc=$?
     [ $rc = 130 ] || fail "exit $rc, 130 expected: $(cat "$work/int.err")"
-    [ "$(grep -c '^got TERM' "$work/int.out")" = 2 ] || fail "the traps did not see SIGTERM: $(cat "$work/int.out")"
+    [ "$(grep -c '\] got TERM' "$work/int.out")" = 2 ] || fail "the traps did not see SIGTERM: $(cat "$work/int.out")"
 }
 
 scenario_timeout() {
@@ -197,12 +216,177 @@ WRAP
     grep -q never "$work/refused.out" && fail "a refused job ran"
 }
 
+# However the allocation asked for its GPUs, a step asks for its own.
+scenario_gpus() {
+    printf '@1 echo one $PTO_PAR_DEVICES\n@2 echo two $PTO_PAR_DEVICES\n' >"$work/gpus.cmds"
+    local g
+    for g in --gpus=4 --gpus-per-node=2 --gres=gpu:2; do
+        gpus=$g in_allocation "$pto_par" --launcher slurm "$work/gpus.cmds" >"$work/gpus.out" 2>"$work/gpus.err" ||
+            fail "$g: exit $? $(cat "$work/gpus.err" "$work/gpus.out")"
+        grep -q '^one [01]$' "$work/gpus.out" && grep -q '^two 0,1$' "$work/gpus.out" ||
+            fail "$g: $(cat "$work/gpus.out")"
+    done
+}
+
+# A run inside a job is local on that job's devices, though the job's
+# environment says slurm: the outer job holds both GPUs of a node, the inner
+# run's two jobs get one each, on that node, at once.
+scenario_nested() {
+    printf '@1 echo inner $SLURMD_NODENAME $PTO_PAR_DEVICES; sleep 0.5\n@1 echo inner $SLURMD_NODENAME $PTO_PAR_DEVICES; sleep 0.5\n' \
+        >"$work/inner.cmds"
+    echo "@2 echo outer \$SLURMD_NODENAME; timeout 20 $pto_par $work/inner.cmds" >"$work/nested.cmds"
+    PTO_PAR_LAUNCHER=slurm in_allocation "$pto_par" "$work/nested.cmds" >"$work/nested.out" 2>"$work/nested.err" ||
+        fail "exit $? $(cat "$work/nested.err" "$work/nested.out")"
+    local node
+    node=$(sed -n 's/^outer //p' "$work/nested.out")
+    [ "$(grep '^inner' "$work/nested.out" | sort | tr '\n' ' ')" = "inner $node 0 inner $node 1 " ] ||
+        fail "outer on $node: $(cat "$work/nested.out" "$work/nested.err")"
+}
+
+# Every record has a "node", null for a job that never ran; outside an
+# allocation the hint is a command line that works (no -d).
+scenario_reports() {
+    printf 'exit 3\necho never\n' >"$work/rep.cmds"
+    in_allocation "$pto_par" --launcher slurm -x -j 1 --json "$work/rep.json" "$work/rep.cmds" >/dev/null 2>&1
+    python3 - "$work/rep.json" <<'PY' || fail "$(cat "$work/rep.json")"
+import json, sys
+r = [j for j in map(json.loads, open(sys.argv[1])) if "record" not in j]  # jobs, not devices
+assert [j["status"] for j in r] == ["failed", "cancelled"], r
+assert r[0]["node"] in ("n1", "n2") and r[1]["node"] is None, r
+PY
+    (unset SLURM_JOB_ID; "$pto_par" --launcher slurm -d 0 "$work/rep.cmds") >/dev/null 2>"$work/hint.err"
+    grep -q 'salloc .*--launcher slurm' "$work/hint.err" || fail "no hint: $(cat "$work/hint.err")"
+    grep -q 'salloc .* -d 0' "$work/hint.err" && fail "the hint repeats -d: $(cat "$work/hint.err")"
+}
+
+# What a job leaves behind is stopped on its node before the job ends.
+# Jobs of these scenarios sleep 23xx seconds, so that what is left of them
+# can be told from anything else on the machine.
+left_behind() { pgrep -f 'sleep 23[0-9][0-9]'; }
+
+scenario_leftover() {
+    printf 'sleep 2301 & echo started\n' >"$work/left.cmds"
+    local t0=$SECONDS
+    in_allocation "$pto_par" --launcher slurm --json "$work/left.json" "$work/left.cmds" >"$work/left.out" \
+        2>"$work/left.err" || fail "exit $? $(cat "$work/left.err")"
+    ((SECONDS - t0 < 15)) || fail "took $((SECONDS - t0)) s"
+    grep -q '^started$' "$work/left.out" || fail "$(cat "$work/left.out")"
+    grep -q 'PASS sleep' "$work/left.err" || fail "$(cat "$work/left.err")"
+}
+
+# A process that escapes the line's session is stopped before its GPU is
+# handed on: the next job on that node, with the same two GPUs, starts after
+# the escapee is gone.
+scenario_escape() {
+    cat >"$work/esc.cmds" <<CMDS
+@2,label=escaper (setsid sh -c 'echo \$\$ > $work/esc.pid; exec sleep 2302' &); while [ ! -s $work/esc.pid ]; do sleep 0.05; done; echo escaper \$SLURMD_NODENAME
+@2,label=next sleep 0.5; echo \$SLURMD_NODENAME \$(kill -0 \$(cat $work/esc.pid) 2>/dev/null && echo alive || echo gone)
+@2,label=other sleep 0.5; echo \$SLURMD_NODENAME \$(kill -0 \$(cat $work/esc.pid) 2>/dev/null && echo alive || echo gone)
+CMDS
+    in_allocation "$pto_par" --launcher slurm "$work/esc.cmds" >"$work/esc.out" 2>"$work/esc.err" ||
+        fail "exit $? $(cat "$work/esc.err")"
+    local node
+    node=$(sed -n 's/^escaper //p' "$work/esc.out")
+    [ "$(grep -c "^$node " "$work/esc.out")" = 1 ] || fail "no job after the escaper on $node: $(cat "$work/esc.out")"
+    grep -q "^$node alive" "$work/esc.out" &&
+        fail "a job ran on $node while an escapee held its GPUs: $(cat "$work/esc.out")"
+}
+
+# A job that lives through SIGTERM under a shell that does not: the shell
+# dies, and the job is still stopped (SIGKILL) and nothing is left.
+scenario_stubborn() {
+    echo "bash -c 'trap \"\" TERM; trap \"echo usr1\" USR1; echo ready; while :; do sleep 2303; done'" >"$work/stub.cmds"
+    echo "sleep 2304 & echo started" >>"$work/stub.cmds"
+    local t0=$SECONDS
+    in_allocation "$pto_par" --launcher slurm --timeout 3 --dump-grace 1 --kill-grace 1 "$work/stub.cmds" \
+        >"$work/stub.out" 2>"$work/stub.err"
+    local rc=$?
+    [ $rc = 124 ] || fail "exit $rc, 124 expected: $(cat "$work/stub.err")"
+    ((SECONDS - t0 < 20)) || fail "took $((SECONDS - t0)) s"
+}
+
+# A line's end as a local run reports it: the signal that killed it, the
+# exit code, and none of srun's or slurmstepd's words in the job's output.
+scenario_verdicts() {
+    printf '@label=segv kill -SEGV $$\n@label=three exit 3\n' >"$work/ver.cmds"
+    in_allocation "$pto_par" --launcher slurm --json "$work/ver.json" "$work/ver.cmds" >"$work/ver.out" \
+        2>"$work/ver.err"
+    python3 - "$work/ver.json" <<'PY' || fail "$(cat "$work/ver.json" "$work/ver.err")"
+import json, sys
+r = {j["label"]: j for j in map(json.loads, open(sys.argv[1])) if "record" not in j}
+assert r["segv"]["signal"] == "SIGSEGV" and r["segv"]["exit_code"] is None, r["segv"]
+assert r["three"]["exit_code"] == 3 and r["three"]["signal"] is None, r["three"]
+PY
+    grep -q 'srun\|slurmstepd' "$work/ver.out" && fail "Slurm's words in the job's output: $(cat "$work/ver.out")"
+}
+
+# Passing steps that left nothing are not said to have left something
+# (srun's own helper process is not the job's).
+scenario_clean() {
+    for i in $(seq 60); do echo true; done >"$work/clean.cmds"
+    in_allocation "$pto_par" --launcher slurm -j 8 "$work/clean.cmds" >/dev/null 2>"$work/clean.err" ||
+        fail "exit $? $(tail "$work/clean.err")"
+    grep 'leftover' "$work/clean.err" && fail "$(grep -c leftover "$work/clean.err") of 60 said to leave processes"
+}
+
+# One CPU per node: two steps run, two wait for Slurm. When the run's time
+# limit comes, those two never ran: cancelled, and the run ends on time.
+scenario_pending() {
+    for i in 1 2 3 4; do echo "@label=j$i sleep 2310"; done >"$work/pend.cmds"
+    local t0=$SECONDS
+    tasks=1 in_allocation "$pto_par" --launcher slurm --timeout 3 --dump-grace 2 --kill-grace 1 \
+        --json "$work/pend.json" "$work/pend.cmds" >/dev/null 2>"$work/pend.err"
+    local rc=$?
+    [ $rc = 124 ] || fail "exit $rc, 124 expected: $(cat "$work/pend.err")"
+    python3 - "$work/pend.json" <<'PY' || fail "$(cat "$work/pend.json" "$work/pend.err")"
+import json, sys
+r = [j for j in map(json.loads, open(sys.argv[1])) if "record" not in j]  # jobs, not devices
+assert sorted(j["status"] for j in r) == ["cancelled", "cancelled", "timeout", "timeout"], r
+for j in r:
+    if j["status"] == "cancelled":
+        assert j["start"] is None and j["signal"] is None and j["node"] is None, j
+PY
+    ((SECONDS - t0 < 15)) || fail "took $((SECONDS - t0)) s"
+}
+
+# A node whose slurmd is gone: its steps fail to launch; it is taken out of
+# the pool, said once, and its jobs, which never ran, run on the other node.
+scenario_node_down() {
+    for i in 1 2 3 4; do echo "@label=j$i echo ran on \$SLURMD_NODENAME"; done >"$work/down.cmds"
+    in_allocation bash -c 'kill -KILL $(cat "$1"); "${@:2}"' inner "$work/cluster/pid/slurmd.n2" \
+        timeout 100 "$pto_par" --launcher slurm -j 4 --json "$work/down.json" "$work/down.cmds" \
+        >"$work/down.out" 2>"$work/down.err"
+    local rc=$?
+    [ $rc = 0 ] || fail "exit $rc, 0 expected: $(cat "$work/down.err")"
+    [ "$(grep -c '^ran on n1$' "$work/down.out")" = 4 ] || fail "$(cat "$work/down.out" "$work/down.err")"
+    [ "$(grep -c 'node n2 taken out' "$work/down.err")" = 1 ] || fail "not said once: $(cat "$work/down.err")"
+}
+
+# A step cancelled from outside (scancel, SIGKILL to the whole step, the
+# agent too) is a job killed by SIGKILL, as a local kill -9 would be.
+scenario_scancel() {
+    cat >"$work/sc.cmds" <<CMDS
+@label=victim echo \$SLURM_JOB_ID.\$SLURM_STEP_ID > $work/sc.step; sleep 2320
+@0,label=killer until [ -s $work/sc.step ]; do sleep 0.05; done; scancel --ctld --signal=KILL \$(cat $work/sc.step)
+CMDS
+    in_allocation "$pto_par" --launcher slurm --json "$work/sc.json" "$work/sc.cmds" >/dev/null 2>"$work/sc.err"
+    python3 - "$work/sc.json" <<'PY' || fail "$(cat "$work/sc.json" "$work/sc.err")"
+import json, sys
+r = {j["label"]: j for j in map(json.loads, open(sys.argv[1])) if "record" not in j}
+assert r["victim"]["signal"] == "SIGKILL" and r["victim"]["exit_code"] is None, r["victim"]
+PY
+}
+
 for s in "${wanted[@]}"; do
     echo "--- $s"
     before=$failed
     failed=0
     t0=$SECONDS
     "scenario_$s"
+    if left=$(left_behind); then
+        fail "processes of a job left: $left"
+        kill -KILL $left
+    fi
     [ $failed = 0 ] && echo "  ok ($((SECONDS - t0)) s)"
     [ $before = 1 ] && failed=1
 done

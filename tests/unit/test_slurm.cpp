@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
 #include "runner/slurm_step.hpp"
 #include "slurm/allocation.hpp"
 
@@ -60,7 +62,7 @@ TEST_SUITE("slurm_allocation")
     {
         const std::string stream = "srun: warning: something\n\x1epto-par-step 5.0 n1 1\nhello\nworld";
         for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
-            runner::StepControl control{"scancel", nullptr};
+            runner::StepControl control{"scancel", nullptr, {}};
             runner::StepState step("n1", control);
             std::string out(step.filter(std::string_view(stream).substr(0, cut)));
             out += step.filter(std::string_view(stream).substr(cut));
@@ -73,9 +75,44 @@ TEST_SUITE("slurm_allocation")
         }
     }
 
+    TEST_CASE("after the header, Slurm's lines go to notices and the end frame says how the line ended")
+    {
+        const std::string stream = "\x1epto-par-step 5.0 n1 1\nhello\nsrun: error: n1: task 0: Exited\n"
+                                   "\x1e" "bell sr\nslurmstepd-n1: error: *** STEP 5.0 ON n1 CANCELLED ***\n"
+                                   "no newline\x1epto-par-end 139 2\n";
+        for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
+            std::vector<std::string> notices;
+            runner::StepControl control{"scancel", nullptr,
+                                        [&](const std::string& text) { notices.push_back(text); }};
+            runner::StepState step("n1", control);
+            std::string out(step.filter(std::string_view(stream).substr(0, cut)));
+            out += step.filter(std::string_view(stream).substr(cut));
+            out += step.take_pending();
+            CAPTURE(cut);
+            CHECK(out == "hello\n\x1e" "bell sr\nno newline");
+            CHECK(notices == std::vector<std::string>{"n1: srun: error: n1: task 0: Exited",
+                                                      "n1: slurmstepd-n1: error: *** STEP 5.0 ON n1 CANCELLED ***"});
+            REQUIRE(step.ended());
+            CHECK(step.wait_status(0) == 139);
+        }
+    }
+
+    TEST_CASE("without the end frame a step killed by a signal is that signal, after srun's 128+N")
+    {
+        runner::StepControl control{"scancel", nullptr, {}};
+        runner::StepState step("n1", control);
+        (void)step.filter("\x1epto-par-step 5.0 n1 1\n");
+        CHECK_FALSE(step.ended());
+        CHECK(step.wait_status(137 << 8) == SIGKILL);
+        CHECK_FALSE(step.wait_status(3 << 8));
+        CHECK(slurm::parse_step_end("0 0"));
+        CHECK_FALSE(slurm::parse_step_end("0"));
+        CHECK_FALSE(slurm::parse_step_end("0 -1"));
+    }
+
     TEST_CASE("without a header (srun could not start the step) everything is output")
     {
-        runner::StepControl control{"scancel", nullptr};
+        runner::StepControl control{"scancel", nullptr, {}};
         runner::StepState step("n1", control);
         std::string out(step.filter("srun: error: Unable to create step for job 5: Requested node configuration "
                                     "is not available\n"));

@@ -33,6 +33,7 @@
 #include "report/output_writer.hpp"
 #include "report/progress_line.hpp"
 #include "report/status_lines.hpp"
+#include "common/replaced_file.hpp"
 #include "common/signal_names.hpp"
 #include "common/unique_fd.hpp"
 #include "runner/signal_channel.hpp"
@@ -215,7 +216,8 @@ struct Planned {
 // large file is held once, not twice.
 Expected<Planned> plan_run(const cli::Options& opt, std::vector<cmdfile::JobSpec> all)
 {
-    auto history = plan::read_history(opt.history);
+    std::vector<std::string> notes;
+    auto history = plan::read_history(opt.history, notes);
     if (!history)
         return tl::unexpected(history.error());
     std::vector<std::size_t> chosen(all.size());
@@ -233,7 +235,7 @@ Expected<Planned> plan_run(const cli::Options& opt, std::vector<cmdfile::JobSpec
     }
     if (!opt.rerun_failed.empty()) {
         const std::vector<std::string> last{opt.rerun_failed};
-        auto last_run = plan::read_history(last);
+        auto last_run = plan::read_history(last, notes);
         if (!last_run)
             return tl::unexpected(last_run.error());
         const std::size_t before = chosen.size();
@@ -241,6 +243,8 @@ Expected<Planned> plan_run(const cli::Options& opt, std::vector<cmdfile::JobSpec
         p.description += ", re-running " + std::to_string(chosen.size()) + " of " + std::to_string(before) +
                          " jobs that did not pass in " + opt.rerun_failed;
     }
+    for (const auto& n : notes)
+        std::cerr << "pto-par: note: " << n << "\n";
     chosen = plan::order_jobs(all, std::move(chosen), *history, opt.order);
     if (opt.order == plan::Order::longest)
         p.description += ", longest first";
@@ -441,15 +445,23 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (const int sig = stop_signal_now(signals, "the commands file is read; opening the reports"); sig != 0)
         return 128 + sig;
 
-    UniqueFd json_fd;
+    // Written beside the file and renamed over it at the end, so that a run
+    // killed on the way leaves the last report (often the --history) whole.
+    ReplacedFile json_file;
     if (!opt.json_path.empty()) {
-        json_fd = UniqueFd(open(opt.json_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
-        if (!json_fd)
-            return error(sys_error("cannot open --json file '" + opt.json_path + "'", errno).message);
+        auto f = ReplacedFile::open(opt.json_path, "--json file");
+        if (!f)
+            return error(f.error().message);
+        json_file = std::move(*f);
     }
 
     const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string()};
     auto jobs = cli::build_jobs(specs, world);
+    if (auto ok = cli::check_distinct_outputs(opt, in->identity,
+                                              opt.log_dir.empty() ? std::vector<std::string>()
+                                                                  : report::log_file_names(jobs));
+        !ok)
+        return usage_error(ok.error().message);
     // The check is run like a job of one device, labelled device-check.
     cmdfile::JobSpec check_spec;
     check_spec.label = "device-check";
@@ -514,11 +526,11 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
             status.note("no progress line: " + line.error().message);
     }
     report::OutputWriter output(**out_sink, opt.output, ci);
-    report::JsonLines json(json_fd.get());
+    report::JsonLines json(json_file.fd());
     report::Fanout fanout;
     fanout.add(&status);
     fanout.add(&output);
-    if (json_fd)
+    if (json_file)
         fanout.add(&json);
     std::optional<report::JunitReport> junit;
     if (!opt.junit_path.empty()) {
@@ -564,9 +576,15 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
 
     // A report that could not be written in full fails the run: CI reads it.
     bool reports_ok = true;
-    if (json_fd && !json.ok()) {
-        status.note("writing --json file '" + opt.json_path + "' failed; it is incomplete");
+    if (json_file && !json.ok()) {
+        json_file.discard();
+        status.note("writing --json file '" + opt.json_path + "' failed; the file is left as it was");
         reports_ok = false;
+    } else if (json_file) {
+        if (auto ok = json_file.commit(); !ok) {
+            status.note(ok.error().message);
+            reports_ok = false;
+        }
     }
     if (junit) {
         if (auto ok = junit->close(wall_s); !ok) {

@@ -31,7 +31,7 @@ Expected<std::optional<std::string>> read_report(const std::string& path)
 
 }  // namespace
 
-Expected<void> add_report(History& history, std::string_view text, const std::string& name)
+Expected<bool> add_report(History& history, std::string_view text, const std::string& name)
 {
     std::size_t line_no = 0;
     while (!text.empty()) {
@@ -43,6 +43,8 @@ Expected<void> add_report(History& history, std::string_view text, const std::st
             continue;
         const std::string where = name + ":" + std::to_string(line_no);
         auto v = parse_json(line);
+        if (!v && nl == std::string_view::npos)
+            return true;
         if (!v)
             return fail(where + ": not a JSON object: " + v.error().message);
         const JsonObject* obj = v->object();
@@ -60,10 +62,10 @@ Expected<void> add_report(History& history, std::string_view text, const std::st
         if (const auto d = obj->find("duration_s"); d != obj->end() && d->second.number() != nullptr)
             past.duration_s = std::max(0.0, *d->second.number());
     }
-    return {};
+    return false;
 }
 
-Expected<History> read_history(std::span<const std::string> files)
+Expected<History> read_history(std::span<const std::string> files, std::vector<std::string>& notes)
 {
     History history;
     for (const auto& f : files) {
@@ -72,8 +74,12 @@ Expected<History> read_history(std::span<const std::string> files)
             return tl::unexpected(text.error());
         if (!*text)
             continue;
-        if (auto ok = add_report(history, **text, f); !ok)
-            return tl::unexpected(ok.error());
+        auto cut = add_report(history, **text, f);
+        if (!cut)
+            return tl::unexpected(cut.error());
+        if (*cut)
+            notes.push_back("history file '" + f +
+                            "': its last line was cut off (a run stopped while writing it?); that line is ignored");
     }
     return history;
 }

@@ -16,6 +16,7 @@
 
 #include <pto/scheduler.hpp>
 
+#include "common/replaced_file.hpp"
 #include "common/unique_fd.hpp"
 
 namespace pto::report {
@@ -25,7 +26,6 @@ public:
     // One testcase per job of `jobs`, in their order; `suite_name` names the testsuite and
     // is every testcase's classname.
     JunitReport(std::string path, std::span<const Job> jobs, std::string suite_name);
-    ~JunitReport() override;
     JunitReport(const JunitReport&) = delete;
     JunitReport& operator=(const JunitReport&) = delete;
 
@@ -67,16 +67,13 @@ private:
 
     void record(const Job& job, const JobResult& r, const JobOutput* output);
     std::string testcase_head(const Job& job, const JobResult& r) const;
-    void discard_temporary();
 
     std::string path_;
     std::string suite_;
     std::vector<Case> cases_;
     UniqueFd spool_;
     std::uint64_t spool_size_ = 0;
-    int out_fd_ = -1;           // the temporary beside FILE, or FILE itself when it is no regular file
-    std::string temp_path_;     // empty when writing FILE in place
-    std::string final_path_;    // what temp_path_ is renamed to
+    ReplacedFile out_;
     std::string timestamp_;
     std::string hostname_;
     bool opened_ = false;

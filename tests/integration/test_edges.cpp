@@ -1,0 +1,78 @@
+// The run's edges: other files, other runs, a full disk, few descriptors,
+// endless input, pto-par's own death.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "process.hpp"
+
+using namespace pto::test;
+using namespace std::chrono_literals;
+
+TEST_SUITE("edges") {
+
+TEST_CASE("a --log-dir file that is the --json report stops the run before anything starts")
+{
+    TempDir dir;
+    const auto marker = dir.file("ran");
+    const auto file = dir.write("jobs.cmds", "@0,label=report touch " + marker + "\n");
+    std::filesystem::create_directory(dir.file("out"));
+    const auto r = run({pto_par(), "-d", "none", "--log-dir", dir.file("out"), "--json", dir.file("out/report.log"),
+                        file});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("report.log") != std::string::npos);
+    CHECK(r.err.find("--log-dir") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(marker));
+}
+
+TEST_CASE("a --log-dir file that is the commands file stops the run, by inode through another spelling")
+{
+    TempDir dir;
+    const auto marker = dir.file("ran");
+    std::filesystem::create_directory(dir.file("suite"));
+    const std::string text = "@0,label=smoke touch " + marker + "\n";
+    const auto file = dir.write("suite/smoke.log", text);
+    std::filesystem::create_directory_symlink(dir.file("suite"), dir.file("alias"));
+    const auto r = run({pto_par(), "-d", "none", "--log-dir", dir.file("alias"), file});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("commands file") != std::string::npos);
+    CHECK(dir.read("suite/smoke.log") == text);
+    CHECK_FALSE(std::filesystem::exists(marker));
+}
+
+TEST_CASE("a SIGKILLed run leaves the previous --json report whole, even when it was the --history")
+{
+    TempDir dir;
+    const auto json = dir.file("h.json");
+    std::string cmds;
+    for (int i = 0; i < 20; ++i)
+        cmds += "@0,label=j" + std::to_string(i) + " true\n";
+    const auto file = dir.write("h.cmds", cmds + "@0,label=slow sleep 30\n");
+    REQUIRE(run({pto_par(), "-d", "none", "--json", json, dir.write("q.cmds", cmds)}).exit_code == 0);
+    const auto before = dir.read("h.json");
+    REQUIRE(lines_with(before, "\"label\"").size() == 20);
+    Process p({pto_par(), "-d", "none", "-j", "1", "--history", json, "--json", json, file});
+    REQUIRE(p.wait_for_stderr("START slow", 20s));
+    p.send(SIGKILL);
+    p.wait(10s);
+    CHECK(dir.read("h.json") == before);
+}
+
+TEST_CASE("a history whose last line was cut off is used, with a notice")
+{
+    TempDir dir;
+    const auto hist = dir.write("cut.json", "{\"label\":\"a\",\"status\":\"passed\",\"duration_s\":2}\n"
+                                            "{\"label\":\"b\",\"status\":\"pas");
+    const auto r = run({pto_par(), "-d", "none", "--history", hist, dir.write("c.cmds", "@0,label=a true\n")});
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("cut off") != std::string::npos);
+    // Only the last line: a broken line in the middle is still an error.
+    const auto mid = dir.write("mid.json", "{\"label\":\"b\",\"status\":\"pas\n{\"label\":\"a\",\"status\":\"passed\"}\n");
+    CHECK(run({pto_par(), "-d", "none", "--history", mid, dir.file("c.cmds")}).exit_code == 2);
+}
+
+}  // TEST_SUITE

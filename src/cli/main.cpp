@@ -17,6 +17,7 @@
 
 #include "cli/dry_run.hpp"
 #include "cli/early_signals.hpp"
+#include "cli/exec_size.hpp"
 #include "cli/job_builder.hpp"
 #include "cli/options.hpp"
 #include "cli/preflight.hpp"
@@ -409,6 +410,15 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         }
     if (too_many_ports)
         return exit_usage;
+    const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string()};
+    auto jobs = cli::build_jobs(specs, world);
+    if (!slurm && cli::report_exec_too_large(display_name, jobs, *pool, opt.port_low, opt.port_high, cli::exec_limits()))
+        return exit_usage;
+    if (auto ok = cli::check_distinct_outputs(opt, in->identity,
+                                              opt.log_dir.empty() ? std::vector<std::string>()
+                                                                  : report::log_file_names(jobs));
+        !ok)
+        return usage_error(ok.error().message);
     // -j auto under Slurm: a step per GPU of the allocation (a node per
     // step when it has none).
     const std::size_t max_parallel =
@@ -455,13 +465,6 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         json_file = std::move(*f);
     }
 
-    const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string()};
-    auto jobs = cli::build_jobs(specs, world);
-    if (auto ok = cli::check_distinct_outputs(opt, in->identity,
-                                              opt.log_dir.empty() ? std::vector<std::string>()
-                                                                  : report::log_file_names(jobs));
-        !ok)
-        return usage_error(ok.error().message);
     // The check is run like a job of one device, labelled device-check.
     cmdfile::JobSpec check_spec;
     check_spec.label = "device-check";

@@ -75,4 +75,33 @@ TEST_CASE("a history whose last line was cut off is used, with a notice")
     CHECK(run({pto_par(), "-d", "none", "--history", mid, dir.file("c.cmds")}).exit_code == 2);
 }
 
+TEST_CASE("input that never ends is refused at the line limit, in flat memory")
+{
+    // Today's reading grows without bound: the address space limit turns
+    // that into a failure here rather than into a machine out of memory.
+    const auto r = run({"/bin/sh", "-c", "yes '@0 true' | exec " + pto_par() + " -d none -"}, {}, {}, 60s,
+                       Setup::limit(RLIMIT_AS, 1ul << 30));
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("more than 1000000 lines") != std::string::npos);
+    const auto bytes = run({"/bin/sh", "-c", "yes \"@0 echo $(head -c 100000 /dev/zero | tr '\\0' x)\" | exec " +
+                                                 pto_par() + " -d none -"},
+                           {}, {}, 60s, Setup::limit(RLIMIT_AS, 1ul << 30));
+    CHECK(bytes.exit_code == 2);
+    CHECK(bytes.err.find("larger than 128 MiB") != std::string::npos);
+}
+
+TEST_CASE("a job whose device list cannot fit execve is a static error, not a failed job")
+{
+    TempDir dir;
+    const auto marker = dir.file("ran");
+    const auto file = dir.write("big.cmds", "@0 touch " + marker + "\n@30000,label=wide true\n");
+    const auto r = run({pto_par(), "-d", "0-65535", file});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("big.cmds:2:1: error: job 'wide'") != std::string::npos);
+    CHECK(r.err.find("PTO_PAR_DEVICES") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(marker));
+    // Within the limit it runs.
+    CHECK(run({pto_par(), "-d", "0-65535", dir.write("ok.cmds", "@10000 true\n")}).exit_code == 0);
+}
+
 }  // TEST_SUITE

@@ -16,6 +16,7 @@
 #include <pto/scheduler.hpp>
 
 #include "cli/dry_run.hpp"
+#include "cli/descriptors.hpp"
 #include "cli/early_signals.hpp"
 #include "cli/exec_size.hpp"
 #include "cli/job_builder.hpp"
@@ -25,6 +26,7 @@
 #include "cli/slurm.hpp"
 #include "cmdfile/commands_file.hpp"
 #include "devices/discovery.hpp"
+#include "devices/leases.hpp"
 #include "output/sink.hpp"
 #include "plan/plan.hpp"
 #include "report/fanout.hpp"
@@ -360,6 +362,9 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (!pool)
         return usage_error(pool.error().message);
 
+    const auto lock_dir = leases::choose_lock_dir(opt.lock_dir, std::getenv(leases::lock_dir_variable));
+    if (!lock_dir)
+        return usage_error(lock_dir.error().message);
     if (auto ok = cli::check_shell(opt.shell); !ok)
         return usage_error(ok.error().message);
     auto in = cli::open_input(opt.file);
@@ -489,6 +494,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     ro.containment = opt.contain;
     ro.port_low = opt.port_low;
     ro.port_high = opt.port_high;
+    ro.lock_dir = *lock_dir;
     if (slurm)
         ro.slurm = slurm->options;
 
@@ -566,6 +572,20 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         if (!opt.device_check.empty())
             status.note(check_text(""));
     }
+    // The weaker guarantee is said, not implied: with devices to hand on,
+    // what a process group cannot hold is what may share one.
+    if (!slurm && !pool->ids.empty() && containment->starts_with("process groups"))
+        status.note("jobs are contained by " + *containment +
+                    ": a process a job starts in a session of its own (setsid, a daemon) is not stopped with the "
+                    "job and may still use its devices when the next job gets them; cgroups (root on a writable "
+                    "cgroup v2, or a delegated systemd scope) would stop it too");
+
+    // Everything of pto-par's own is open now: what is left is the jobs'.
+    if (!slurm)
+        if (auto ok = cli::check_descriptors(containment->starts_with("cgroup") ? cli::job_descriptors_cgroup
+                                                                               : cli::job_descriptors_pgroup);
+            !ok)
+            return error(ok.error().message);
 
     const auto t0 = std::chrono::steady_clock::now();
     auto summary = run_jobs(std::move(jobs), ro);
@@ -643,6 +663,8 @@ int main(int argc, char** argv)
     // Likewise a file-size limit must come back as EFBIG from the write
     // that hit it, so the report can say so.
     std::signal(SIGXFSZ, SIG_IGN);
+    // Descriptors are what each running job costs: all that may be had.
+    cli::raise_descriptor_limit();
     try {
         return run(argc, argv, *signals);
     } catch (const std::exception& e) {

@@ -104,4 +104,60 @@ TEST_CASE("a job whose device list cannot fit execve is a static error, not a fa
     CHECK(run({pto_par(), "-d", "0-65535", dir.write("ok.cmds", "@10000 true\n")}).exit_code == 0);
 }
 
+TEST_CASE("devices under process groups: one notice at start saying why and what it means")
+{
+    TempDir dir;
+    const auto file = dir.write("p.cmds", "@1 true\n@1 true\n");
+    const auto r = run({pto_par(), "-d", "0-1", "--contain", "pgroup", file});
+    CHECK(r.exit_code == 0);
+    const auto said = lines_with(r.err, "setsid");
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].find("--contain pgroup") != std::string::npos);
+    CHECK(said[0].find("next job") != std::string::npos);
+    // Nothing to share, nothing to say.
+    const auto none = run({pto_par(), "-d", "none", "--contain", "pgroup", dir.write("n.cmds", "@0 true\n")});
+    CHECK(lines_with(none.err, "setsid").empty());
+}
+
+TEST_CASE("ulimit -n 16 with standard output a pipe: 16 jobs of 1.6 MB all pass byte-exact, or none starts")
+{
+    TempDir dir;
+    std::string file;
+    for (char c = 'a'; c < 'a' + 16; ++c)
+        file += std::string("@0,label=") + c + " head -c 1600000 /dev/zero | tr '\\0' " + c + "\n";
+    const auto cmds = dir.write("n.cmds", file);
+    const auto all_pass = [](const Finished& r) {
+        CHECK(r.exit_code == 0);
+        CHECK(r.err.find("16 passed") != std::string::npos);
+        REQUIRE(r.out.size() == 16 * 1600000);
+        for (std::size_t at = 0; at < r.out.size(); at += 1600000) {
+            const char c = r.out[at];
+            CHECK(r.out.find_first_not_of(c, at) >= at + 1600000);
+        }
+    };
+    // Under process groups one job needs 5 descriptors beside pto-par's 11.
+    all_pass(run({pto_par(), "-d", "none", "-j", "4", "--contain", "pgroup", cmds}, {}, {}, 120s,
+                 Setup::limit(RLIMIT_NOFILE, 16)));
+    // A cgroup's directory, cgroup.procs and cgroup.events are 3 more: where
+    // they are used, 16 is too few for one job, which is said at start.
+    const auto r = run({pto_par(), "-d", "none", "-j", "4", cmds}, {}, {}, 120s, Setup::limit(RLIMIT_NOFILE, 16));
+    CHECK(r.err.find("FAIL") == std::string::npos);
+    if (r.exit_code == 2)
+        CHECK(r.err.find("the limit is 16") != std::string::npos);
+    else
+        all_pass(r);
+}
+
+TEST_CASE("descriptors too few for even one job: exit 2 at start, naming the limit")
+{
+    TempDir dir;
+    const auto marker = dir.file("ran");
+    const auto r = run({pto_par(), "-d", "none", dir.write("f.cmds", "@0 touch " + marker + "\n")}, {}, {}, 60s,
+                       Setup::limit(RLIMIT_NOFILE, 12));
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("ulimit -n") != std::string::npos);
+    CHECK(r.err.find("the limit is 12") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(marker));
+}
+
 }  // TEST_SUITE

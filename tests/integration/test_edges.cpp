@@ -5,7 +5,11 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 
 #include "process.hpp"
@@ -158,6 +162,30 @@ TEST_CASE("descriptors too few for even one job: exit 2 at start, naming the lim
     CHECK(r.err.find("ulimit -n") != std::string::npos);
     CHECK(r.err.find("the limit is 12") != std::string::npos);
     CHECK_FALSE(std::filesystem::exists(marker));
+}
+
+TEST_CASE("two runs in different PID namespaces share no cgroup and signal nothing of each other")
+{
+    if (!cgroups_usable() || geteuid() != 0 || std::system("unshare -p -f --mount-proc true 2>/dev/null") != 0) {
+        MESSAGE("skipped: needs root, cgroup v2 and unshare -p");
+        return;
+    }
+    TempDir dir;
+    const auto first_file = dir.write("a.cmds", "@0,label=long sleep 4\n");
+    const auto second_file = dir.write("b.cmds", "@0,label=short sleep 0.5\n");
+    // Both are pid 1 in their namespaces, so both would be "pto-par-1".
+    Process first({"/usr/bin/unshare", "-p", "-f", "--mount-proc", pto_par(), "-d", "none", first_file});
+    REQUIRE(first.wait_for_stderr("START long", 10s));
+    std::this_thread::sleep_for(700ms);
+    Process second({"/usr/bin/unshare", "-p", "-f", "--mount-proc", pto_par(), "-d", "none", second_file});
+    const auto b = second.wait(30s);
+    const auto a = first.wait(30s);
+    CHECK(b.exit_code == 0);
+    CHECK(a.exit_code == 0);
+    CHECK(a.err.find("PASS long") != std::string::npos);
+    CHECK(b.err.find("PASS short") != std::string::npos);
+    CHECK(a.err.find("stopped") == std::string::npos);
+    CHECK(b.err.find("stopped") == std::string::npos);
 }
 
 }  // TEST_SUITE

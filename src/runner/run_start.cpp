@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "runner/clock.hpp"
+#include "runner/guardian.hpp"
 
 namespace pto::runner {
 namespace {
@@ -194,6 +195,8 @@ bool Run::start(std::size_t index, placement::Grant grant)
     res.ports = grant.ports;
     res.start = unix_now();
     res.pid = (*j)->pid();
+    if (ctx_.guardian != nullptr)
+        ctx_.guardian->job_started(res.pid);
     const bool step = !grant.node.empty();
     if (step) {
         // It starts when its task runs: until then it waits for Slurm.

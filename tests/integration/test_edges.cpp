@@ -188,4 +188,32 @@ TEST_CASE("two runs in different PID namespaces share no cgroup and signal nothi
     CHECK(b.err.find("stopped") == std::string::npos);
 }
 
+TEST_CASE("a run SIGKILLed mid-run leaves no process of any job 1 s later, in both modes")
+{
+    std::vector<std::pair<std::string, std::string>> modes{{"pgroup", "sleep 300 &"}};
+    if (cgroups_usable())
+        modes.push_back({"cgroup", "setsid sleep 300 &"});
+    for (const auto& [mode, start] : modes) {
+        CAPTURE(mode);
+        TempDir dir;
+        const auto pidfile = dir.file("pid");
+        Process p({pto_par(), "-d", "none", "--contain", mode,
+                   dir.write("k.cmds", "@0,label=bg " + start + " echo $! > " + pidfile + "; sleep 300\n")});
+        REQUIRE(p.wait_for_stderr("START bg", 10s));
+        pid_t pid = 0;
+        for (int i = 0; i < 100 && pid == 0; ++i) {
+            std::ifstream in(pidfile);
+            in >> pid;
+            if (pid == 0)
+                std::this_thread::sleep_for(50ms);
+        }
+        REQUIRE(pid > 0);
+        p.send(SIGKILL);
+        p.wait(10s);
+        CHECK(gone_within(pid, 1000ms));
+        if (!gone_within(pid, 0ms))
+            kill(pid, SIGKILL);
+    }
+}
+
 }  // TEST_SUITE

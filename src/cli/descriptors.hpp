@@ -12,7 +12,7 @@ namespace pto::cli {
 // What starting one job can hold at once: its pipe (2), the pipe an exec
 // failure comes back through (2), its spill file, and under cgroup
 // containment its cgroup's directory, cgroup.procs and cgroup.events; and
-// what the run itself opens (its signalfd, /dev/null, one for a helper).
+// what the run itself opens (its signalfd, /dev/null, the guardian's pipe).
 inline constexpr std::size_t run_descriptors = 3;
 inline constexpr std::size_t job_descriptors_pgroup = 5;
 inline constexpr std::size_t job_descriptors_cgroup = 8;

@@ -167,6 +167,8 @@ void Run::read(JobProcess& j, int max_reads)
                 opt_.observer->on_output(jobs_[j.index()], results_[j.index()], bytes);
         };
     j.read_output(read_chunk, max_reads, live);
+    if (auto moved = j.output().take_notice())
+        notice("job '" + jobs_[j.index()].label + "': " + *moved);
     note_step_start(j);
 }
 

@@ -216,4 +216,28 @@ TEST_CASE("a run SIGKILLed mid-run leaves no process of any job 1 s later, in bo
     }
 }
 
+TEST_CASE("a full $TMPDIR: the output goes on in the next place, not a byte lost")
+{
+    TempDir dir;
+    const auto small = dir.file("small");
+    std::filesystem::create_directory(small);
+    if (geteuid() != 0 || std::system(("mount -t tmpfs -o size=2m tmpfs " + small + " 2>/dev/null").c_str()) != 0) {
+        MESSAGE("skipped: needs root to mount a tmpfs");
+        return;
+    }
+    std::string file;
+    for (char c = 'a'; c < 'c'; ++c)
+        file += std::string("@0,label=") + c + " head -c 20000000 /dev/zero | tr '\\0' " + c + "\n";
+    const auto r = run({pto_par(), "-d", "none", "-j", "2", dir.write("big.cmds", file)}, {}, {"TMPDIR=" + small});
+    (void)std::system(("umount " + small).c_str());
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("lost") == std::string::npos);
+    CHECK(r.err.find("did not fit in " + small) != std::string::npos);
+    REQUIRE(r.out.size() == 2 * 20000000);
+    for (std::size_t at = 0; at < r.out.size(); at += 20000000) {
+        const char c = r.out[at];
+        CHECK(r.out.find_first_not_of(c, at) >= at + 20000000);
+    }
+}
+
 }  // TEST_SUITE

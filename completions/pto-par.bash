@@ -36,6 +36,10 @@ _pto_par_values()
         compopt -o filenames 2>/dev/null
         mapfile -t COMPREPLY < <(compgen -d -- "$cur")
         ;;
+    --lock-dir)
+        compopt -o filenames 2>/dev/null
+        mapfile -t COMPREPLY < <(compgen -d -- "$cur"; compgen -W none -- "$cur")
+        ;;
     --shell)
         compopt -o filenames 2>/dev/null
         if [[ $cur == */* ]]; then
@@ -58,7 +62,7 @@ _pto_par()
 {
     local cur=${COMP_WORDS[COMP_CWORD]} w need='' i j c
     local long_with_value='--devices --device --jobs --platform --device-env --shell
-        --kill-grace --timeout --job-timeout --dump-grace --contain --color --ci --progress --launcher --history --order --shard --rerun-failed --ports --retries --device-slots --device-check --device-check-timeout --output --json --junit --junit-output-limit --log-dir'
+        --kill-grace --timeout --job-timeout --dump-grace --contain --color --ci --progress --launcher --history --order --shard --rerun-failed --ports --retries --device-slots --device-check --device-check-timeout --output --json --junit --junit-output-limit --log-dir --lock-dir'
     local long_flags='--backfill --tag --fail-fast --dry-run --quiet --verbose --help --version'
     local short_opts='-d -j -p -e -x -n -q -v -h -V'
     COMPREPLY=()

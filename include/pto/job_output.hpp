@@ -65,7 +65,9 @@ public:
     ~JobOutput();
 
     // Keeps the bytes (only the end of them with tail_only). If the spill
-    // file cannot take them (a full disk), they are counted in dropped() and
+    // file cannot take them (a full disk), it moves to the next place of the
+    // fallback list after its own ($TMPDIR, /tmp, /var/tmp, /dev/shm) that
+    // takes it whole; when none does, they are counted in dropped() and
     // error() says why; the run goes on.
     void append(std::string_view bytes);
 
@@ -107,6 +109,10 @@ public:
     // The last line, complete or not, without its newline (status reports).
     std::string last_line() const;
 
+    // Once after the spill file moved to another place: what happened, for
+    // a notice naming the job.
+    std::optional<std::string> take_notice();
+
 private:
     static constexpr std::size_t tail_keep = 64 * 1024;
 
@@ -120,6 +126,7 @@ private:
     void write_file(std::string_view bytes);
     void keep_tail(std::string_view bytes);
     void close_file();
+    bool move_to_next_place(int err);
 
     std::size_t memory_limit_ = default_memory_limit;
     bool widened_ = false;  // the pipe's size, after the job printed a lot
@@ -133,6 +140,7 @@ private:
     std::uint64_t discarded_ = 0;
     std::uint64_t dropped_ = 0;
     std::optional<Error> error_;
+    std::string notice_;  // take_notice()
 };
 
 }  // namespace pto

@@ -266,6 +266,10 @@ struct RunOptions {
     // led to it runs again on other devices, once. Not under `slurm`.
     std::function<Expected<LaunchSpec>(int device)> device_check;
     double device_check_timeout_s = 60;
+    // Leases across runs (SPEC 10): the lock directory in which devices and
+    // ports are leased while a job uses them; "" for the default place
+    // (/run/lock/pto-par, else $TMPDIR/pto-par-locks); nullopt for none.
+    std::optional<std::string> lock_dir;
 };
 
 struct RunSummary {

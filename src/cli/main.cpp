@@ -17,7 +17,9 @@
 #include <pto/scheduler.hpp>
 
 #include "cli/dry_run.hpp"
+#include "cli/descriptors.hpp"
 #include "cli/early_signals.hpp"
+#include "cli/exec_size.hpp"
 #include "cli/job_builder.hpp"
 #include "cli/options.hpp"
 #include "cli/preflight.hpp"
@@ -25,6 +27,7 @@
 #include "cli/slurm.hpp"
 #include "cmdfile/commands_file.hpp"
 #include "devices/discovery.hpp"
+#include "devices/leases.hpp"
 #include "output/sink.hpp"
 #include "plan/plan.hpp"
 #include "report/fanout.hpp"
@@ -34,6 +37,7 @@
 #include "report/output_writer.hpp"
 #include "report/progress_line.hpp"
 #include "report/status_lines.hpp"
+#include "common/replaced_file.hpp"
 #include "common/signal_names.hpp"
 #include "common/unique_fd.hpp"
 #include "runner/signal_channel.hpp"
@@ -231,7 +235,8 @@ struct Planned {
 // large file is held once, not twice.
 Expected<Planned> plan_run(const cli::Options& opt, std::vector<cmdfile::JobSpec> all)
 {
-    auto history = plan::read_history(opt.history);
+    std::vector<std::string> notes;
+    auto history = plan::read_history(opt.history, notes);
     if (!history)
         return tl::unexpected(history.error());
     std::vector<std::size_t> chosen(all.size());
@@ -248,7 +253,7 @@ Expected<Planned> plan_run(const cli::Options& opt, std::vector<cmdfile::JobSpec
                               : "balanced by history)");
     }
     if (!opt.rerun_failed.empty()) {
-        auto last_run = plan::read_last_run(opt.rerun_failed);
+        auto last_run = plan::read_last_run(opt.rerun_failed, notes);
         if (!last_run)
             return tl::unexpected(last_run.error());
         const std::size_t before = chosen.size();
@@ -256,6 +261,8 @@ Expected<Planned> plan_run(const cli::Options& opt, std::vector<cmdfile::JobSpec
         p.description += ", re-running " + std::to_string(chosen.size()) + " of " + std::to_string(before) +
                          " jobs that did not pass in " + opt.rerun_failed;
     }
+    for (const auto& n : notes)
+        std::cerr << "pto-par: note: " << n << "\n";
     chosen = plan::order_jobs(all, std::move(chosen), *history, opt.order);
     if (opt.order == plan::Order::longest)
         p.description += ", longest first";
@@ -371,6 +378,9 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (!pool)
         return usage_error(pool.error().message);
 
+    const auto lock_dir = leases::choose_lock_dir(opt.lock_dir, std::getenv(leases::lock_dir_variable));
+    if (!lock_dir)
+        return usage_error(lock_dir.error().message);
     if (auto ok = cli::check_shell(opt.shell); !ok)
         return usage_error(ok.error().message);
     auto in = cli::open_input(opt.file);
@@ -421,6 +431,15 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         }
     if (too_many_ports)
         return exit_usage;
+    const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string()};
+    auto jobs = cli::build_jobs(specs, world);
+    if (!slurm && cli::report_exec_too_large(display_name, jobs, *pool, opt.port_low, opt.port_high, cli::exec_limits()))
+        return exit_usage;
+    if (auto ok = cli::check_distinct_outputs(opt, in->identity,
+                                              opt.log_dir.empty() ? std::vector<std::string>()
+                                                                  : report::log_file_names(jobs));
+        !ok)
+        return usage_error(ok.error().message);
     // -j auto under Slurm: a step per GPU of the allocation (a node per
     // step when it has none).
     const std::size_t max_parallel =
@@ -457,15 +476,16 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (const int sig = stop_signal_now(signals, "the commands file is read; opening the reports"); sig != 0)
         return 128 + sig;
 
-    UniqueFd json_fd;
+    // Written beside the file and renamed over it at the end, so that a run
+    // killed on the way leaves the last report (often the --history) whole.
+    ReplacedFile json_file;
     if (!opt.json_path.empty()) {
-        json_fd = UniqueFd(open(opt.json_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
-        if (!json_fd)
-            return error(sys_error("cannot open --json file '" + opt.json_path + "'", errno).message);
+        auto f = ReplacedFile::open(opt.json_path, "--json file");
+        if (!f)
+            return error(f.error().message);
+        json_file = std::move(*f);
     }
 
-    const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string()};
-    auto jobs = cli::build_jobs(specs, world);
     // The check is run like a job of one device, labelled device-check.
     cmdfile::JobSpec check_spec;
     check_spec.label = "device-check";
@@ -490,6 +510,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     ro.containment = opt.contain;
     ro.port_low = opt.port_low;
     ro.port_high = opt.port_high;
+    ro.lock_dir = *lock_dir;
     if (slurm)
         ro.slurm = slurm->options;
 
@@ -550,11 +571,11 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         output.set_hold_place(ro.spill_place);
         ro.output_live_for = [&output](std::size_t index) { return output.live_for(index); };
     }
-    report::JsonLines json(json_fd.get(), slurm.has_value());
+    report::JsonLines json(json_file.fd(), slurm.has_value());
     report::Fanout fanout;
     fanout.add(&status);
     fanout.add(&output);
-    if (json_fd)
+    if (json_file)
         fanout.add(&json);
     std::optional<report::JunitReport> junit;
     if (!opt.junit_path.empty()) {
@@ -587,6 +608,20 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         if (!opt.device_check.empty())
             status.note(check_text(""));
     }
+    // The weaker guarantee is said, not implied: with devices to hand on,
+    // what a process group cannot hold is what may share one.
+    if (!slurm && !pool->ids.empty() && containment->starts_with("process groups"))
+        status.note("jobs are contained by " + *containment +
+                    ": a process a job starts in a session of its own (setsid, a daemon) is not stopped with the "
+                    "job and may still use its devices when the next job gets them; cgroups (root on a writable "
+                    "cgroup v2, or a delegated systemd scope) would stop it too");
+
+    // Everything of pto-par's own is open now: what is left is the jobs'.
+    if (!slurm)
+        if (auto ok = cli::check_descriptors(containment->starts_with("cgroup") ? cli::job_descriptors_cgroup
+                                                                               : cli::job_descriptors_pgroup);
+            !ok)
+            return error(ok.error().message);
 
     const auto t0 = std::chrono::steady_clock::now();
     auto summary = run_jobs(std::move(jobs), ro);
@@ -597,7 +632,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto devices = report::device_stats(*summary);
     status.devices(devices);
-    if (json_fd)
+    if (json_file)
         json.write_devices(devices);
     if (junit)
         junit->set_suite_properties(report::device_properties(devices));
@@ -606,9 +641,15 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
 
     // A report that could not be written in full fails the run: CI reads it.
     bool reports_ok = true;
-    if (json_fd && !json.ok()) {
-        status.note("writing --json file '" + opt.json_path + "' failed; it is incomplete");
+    if (json_file && !json.ok()) {
+        json_file.discard();
+        status.note("writing --json file '" + opt.json_path + "' failed; the file is left as it was");
         reports_ok = false;
+    } else if (json_file) {
+        if (auto ok = json_file.commit(); !ok) {
+            status.note(ok.error().message);
+            reports_ok = false;
+        }
     }
     if (junit) {
         if (auto ok = junit->close(wall_s); !ok) {
@@ -664,6 +705,8 @@ int main(int argc, char** argv)
     // Likewise a file-size limit must come back as EFBIG from the write
     // that hit it, so the report can say so.
     std::signal(SIGXFSZ, SIG_IGN);
+    // Descriptors are what each running job costs: all that may be had.
+    cli::raise_descriptor_limit();
     try {
         return run(argc, argv, *signals);
     } catch (const std::exception& e) {

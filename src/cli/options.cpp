@@ -43,6 +43,7 @@ enum LongOnly {
     opt_device_check_timeout,
     opt_tag,
     opt_junit_output_limit,
+    opt_lock_dir,
 };
 
 const option long_options[] = {
@@ -60,6 +61,7 @@ const option long_options[] = {
     {"json", required_argument, nullptr, opt_json},
     {"junit", required_argument, nullptr, opt_junit},
     {"log-dir", required_argument, nullptr, opt_log_dir},
+    {"lock-dir", required_argument, nullptr, opt_lock_dir},
     {"dry-run", no_argument, nullptr, 'n'},
     {"quiet", no_argument, nullptr, 'q'},
     {"verbose", no_argument, nullptr, 'v'},
@@ -266,6 +268,11 @@ Expected<Options> parse_options(int argc, char** argv)
         }
         case opt_tag: o.tag = true; break;
         case opt_log_dir: o.log_dir = arg; break;
+        case opt_lock_dir:
+            if (*arg == '\0')
+                return fail("--lock-dir needs a directory, or 'none' for no leases across runs");
+            o.lock_dir = arg;
+            break;
         case opt_shell:
             if (*arg == '\0')
                 return fail("--shell needs a path");
@@ -442,6 +449,10 @@ Large suites:
                          report, and those it does not know
       --ports LO-HI      the TCP ports a line's ports=N draws from (default
                          29500-30499)
+      --lock-dir DIR     lease each device and port in DIR while a job uses
+                         it, so that other pto-par runs on this machine never
+                         get it at once (default: $PTO_PAR_LOCK_DIR, else
+                         /run/lock/pto-par); none: no leases
       --retries N        run a job that fails or times out again, up to N more
                          times (a line's retries= wins); passing later is flaky
 

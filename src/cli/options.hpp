@@ -48,6 +48,7 @@ struct Options {
     bool backfill = false;                // --backfill
     int port_low = 29500;                 // --ports LO-HI
     int port_high = 30499;
+    std::optional<std::string> lock_dir;  // --lock-dir DIR|none, checked in main with $PTO_PAR_LOCK_DIR
     std::string color = "auto";           // --color auto|always|never
     std::string ci = "auto";              // --ci auto|github|gitlab|none
     std::string progress = "auto";        // --progress auto|always|never

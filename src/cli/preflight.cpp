@@ -44,19 +44,24 @@ struct Destination {
     std::string canonical;
 };
 
+// `path` absolute, its symlinks resolved as far as it exists.
+std::string canonical_path(const std::string& path)
+{
+    std::error_code ec;
+    const auto abs = std::filesystem::weakly_canonical(path, ec);
+    // Without a canonical form the path as given still compares equal
+    // to itself, which is the common case of a repeated name.
+    return ec ? path : abs.string();
+}
+
 Destination destination(const char* option, const std::string& path, char first_byte)
 {
     Destination d{option, path, first_byte, std::nullopt, {}};
     struct stat st {};
-    if (stat(path.c_str(), &st) == 0) {
+    if (stat(path.c_str(), &st) == 0)
         d.identity = std::pair{st.st_dev, st.st_ino};
-    } else {
-        std::error_code ec;
-        const auto abs = std::filesystem::weakly_canonical(path, ec);
-        // Without a canonical form the path as given still compares equal
-        // to itself, which is the common case of a repeated name.
-        d.canonical = ec ? path : abs.string();
-    }
+    else
+        d.canonical = canonical_path(path);
     return d;
 }
 
@@ -153,6 +158,60 @@ Expected<void> check_reports(const Options& opt, const std::optional<std::pair<d
                            "'? The commands were to be read from standard input";
             return fail(message);
         }
+    }
+    return {};
+}
+
+}  // namespace pto::cli
+
+namespace pto::cli {
+
+Expected<void> check_distinct_outputs(const Options& opt, const std::optional<std::pair<dev_t, ino_t>>& input,
+                                      std::span<const std::string> names)
+{
+    struct Protected {
+        std::string what;
+        std::string canonical;
+        std::optional<std::pair<dev_t, ino_t>> identity;
+    };
+    std::vector<Protected> files;
+    const auto add = [&files](std::string what, const std::string& path) {
+        Protected p{std::move(what), canonical_path(path), std::nullopt};
+        struct stat st {};
+        if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+            p.identity = std::pair{st.st_dev, st.st_ino};
+        files.push_back(std::move(p));
+    };
+    if (opt.file != "-")
+        add("the commands file", opt.file);
+    if (!opt.json_path.empty())
+        add("the --json report", opt.json_path);
+    if (!opt.junit_path.empty())
+        add("the --junit report", opt.junit_path);
+    for (const auto& h : opt.history) {
+        add("the --history file", h);
+        if (!opt.junit_path.empty() && files[files.size() - 1].canonical == canonical_path(opt.junit_path))
+            return fail("--junit '" + text::printable(opt.junit_path) + "' is the --history file; the report would overwrite it");
+    }
+    if (opt.log_dir.empty() || names.empty())
+        return {};
+    const std::string dir = canonical_path(opt.log_dir);
+    const UniqueFd dir_fd(open(opt.log_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    for (const auto& name : names) {
+        const std::string path = dir + "/" + name;
+        std::optional<std::pair<dev_t, ino_t>> identity;
+        struct stat st {};
+        // Only an existing entry can be another file under this name.
+        if (dir_fd && fstatat(dir_fd.get(), name.c_str(), &st, 0) == 0)
+            identity = std::pair{st.st_dev, st.st_ino};
+        for (const auto& f : files)
+            if (f.canonical == path || (identity && f.identity == identity))
+                return fail("--log-dir file '" + text::printable(opt.log_dir + "/" + name) + "' is " + f.what +
+                            "; a job's log would overwrite it (rename the job's label or choose another --log-dir)");
+        // The commands file read from standard input has only its inode.
+        if (identity && identity == input)
+            return fail("--log-dir file '" + text::printable(opt.log_dir + "/" + name) +
+                        "' is the commands file; a job's log would overwrite it");
     }
     return {};
 }

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -25,5 +26,13 @@ Expected<void> check_shell(const std::string& shell);
 // which is the trace of `--json tests.cmds`: the file name forgotten, the
 // commands file taken as the report's.
 Expected<void> check_reports(const Options& opt, const std::optional<std::pair<dev_t, ino_t>>& input);
+
+// Each --log-dir file (`names` in DIR) is none of the commands file, the
+// --json and --junit reports and the --history files: by path made
+// absolute (symlinks resolved) and by inode where it exists. A --junit
+// report is not a --history file either (a --json one may be: it is
+// rewritten on purpose).
+Expected<void> check_distinct_outputs(const Options& opt, const std::optional<std::pair<dev_t, ino_t>>& input,
+                                      std::span<const std::string> names);
 
 }  // namespace pto::cli

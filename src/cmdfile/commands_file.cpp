@@ -545,8 +545,17 @@ private:
 }  // namespace
 
 std::optional<Diagnostic> InputCheck::feed(std::string_view bytes) {
+    if (bytes_ + bytes.size() > max_file_bytes)
+        return Diagnostic{line_, line_bytes_ + 1,
+                          "the commands file is larger than " + std::to_string(max_file_bytes >> 20) +
+                              " MiB, the most pto-par reads; split the suite into several files"};
+    bytes_ += bytes.size();
     for (std::size_t i = 0; i < bytes.size(); ++i) {
         const char c = bytes[i];
+        if (line_ > max_file_lines)
+            return Diagnostic{line_, 1,
+                              "the commands file has more than " + std::to_string(max_file_lines) +
+                                  " lines, the most pto-par reads; split the suite into several files"};
         if (c == '\n') {
             ++line_;
             line_bytes_ = 0;

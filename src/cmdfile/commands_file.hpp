@@ -37,6 +37,12 @@ inline constexpr std::size_t max_command_bytes = 128 * 1024;
 // mistake (a binary file, an endless stream), found before it fills memory.
 inline constexpr std::size_t max_line_bytes = 2 * max_command_bytes;
 
+// A suite, not a stream: past these the file is refused as it is read
+// (exit 2), so that memory stays flat whatever is piped in. A million jobs
+// in 128 MiB is beyond any suite seen.
+inline constexpr std::size_t max_file_lines = 1'000'000;
+inline constexpr std::size_t max_file_bytes = 128u << 20;
+
 // Checks a commands file as it is read, before anything is parsed: a NUL
 // byte (not a text file) or a physical line longer than max_line_bytes is
 // the one error of the file, found at once, so that reading `/dev/zero` or
@@ -52,6 +58,7 @@ public:
 private:
     std::size_t line_ = 1;
     std::size_t line_bytes_ = 0;  // of line_ so far, without its '\n'
+    std::size_t bytes_ = 0;       // of the file so far
 };
 
 // Parses the whole text; `name` is only used in diagnostics. Either every job

@@ -137,7 +137,8 @@ JobOutput::JobOutput(JobOutput&& o) noexcept
       file_size_(o.file_size_),
       discarded_(o.discarded_),
       dropped_(o.dropped_),
-      error_(std::move(o.error_))
+      error_(std::move(o.error_)),
+      notice_(std::move(o.notice_))
 {
 }
 
@@ -157,6 +158,7 @@ JobOutput& JobOutput::operator=(JobOutput&& o) noexcept
         discarded_ = o.discarded_;
         dropped_ = o.dropped_;
         error_ = std::move(o.error_);
+        notice_ = std::move(o.notice_);
     }
     return *this;
 }
@@ -213,13 +215,81 @@ void JobOutput::write_file(std::string_view bytes)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            error_ = sys_error("writing job output to a temporary file", errno);
+            const int err = errno;
+            if ((err == ENOSPC || err == EDQUOT) && move_to_next_place(err))
+                continue;
+            error_ = sys_error("writing job output to a temporary file", err);
             break;
         }
         file_size_ += static_cast<std::uint64_t>(n);
         bytes.remove_prefix(static_cast<std::size_t>(n));
     }
     dropped_ += bytes.size();
+}
+
+// A full place: the next of the fallback list ($TMPDIR, /tmp, /var/tmp,
+// /dev/shm) after the current one that takes the whole file so far, which
+// is copied there; the full one is then given back. Said once per move
+// (take_notice). False when none has room.
+bool JobOutput::move_to_next_place(int err)
+{
+    const std::string current = place_.dir.empty() ? tmpdir_from_environment() : place_.dir;
+    const std::string places[] = {tmpdir_from_environment(), "/tmp", "/var/tmp", "/dev/shm"};
+    bool after = false;
+    for (const auto& dir : places) {
+        if (dir == current) {
+            after = true;
+            continue;
+        }
+        if (!after)
+            continue;
+        auto fd = open_anonymous_file(dir);
+        if (!fd)
+            continue;
+        // In the kernel where it can; across file systems (EXDEV on most
+        // kernels) through a buffer.
+        bool copied = true;
+        std::vector<char> buf;
+        for (loff_t from = 0, to = 0; static_cast<std::uint64_t>(from) < file_size_;) {
+            const std::size_t left = static_cast<std::size_t>(file_size_ - static_cast<std::uint64_t>(from));
+            ssize_t n = buf.empty() ? copy_file_range(fd_, &from, *fd, &to, left, 0) : 0;
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+                buf.resize(64 * 1024);
+                continue;
+            }
+            if (!buf.empty()) {
+                const ssize_t got = pread(fd_, buf.data(), std::min(left, buf.size()), from);
+                n = got <= 0 ? -1 : pwrite(*fd, buf.data(), static_cast<std::size_t>(got), to);
+                if (n > 0) {
+                    from += n;
+                    to += n;
+                }
+            }
+            if (n <= 0) {
+                copied = false;
+                break;
+            }
+        }
+        if (!copied) {
+            (void)close(*fd);  // a copy that did not fit: nothing in it is needed
+            continue;
+        }
+        close_file();
+        fd_ = *fd;
+        place_.dir = dir;
+        notice_ = "its output did not fit in " + current + " (" + std::strerror(err) + "); it goes on in " + dir;
+        return true;
+    }
+    return false;
+}
+
+std::optional<std::string> JobOutput::take_notice()
+{
+    if (notice_.empty())
+        return std::nullopt;
+    return std::exchange(notice_, std::string());
 }
 
 // The buffer grows as a string would up to tail_bound(); past that it keeps

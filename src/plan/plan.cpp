@@ -31,7 +31,7 @@ Expected<std::optional<std::string>> read_report(const std::string& path)
 
 }  // namespace
 
-Expected<void> add_report(History& history, std::string_view text, const std::string& name)
+Expected<bool> add_report(History& history, std::string_view text, const std::string& name)
 {
     std::size_t line_no = 0;
     while (!text.empty()) {
@@ -43,6 +43,8 @@ Expected<void> add_report(History& history, std::string_view text, const std::st
             continue;
         const std::string where = name + ":" + std::to_string(line_no);
         auto v = parse_json(line);
+        if (!v && nl == std::string_view::npos)
+            return true;
         if (!v)
             return fail(where + ": not a JSON object: " + v.error().message);
         const JsonObject* obj = v->object();
@@ -64,10 +66,28 @@ Expected<void> add_report(History& history, std::string_view text, const std::st
         if (const auto d = obj->find("duration_s"); d != obj->end() && d->second.number() != nullptr)
             past.duration_s = std::max(0.0, *d->second.number());
     }
+    return false;
+}
+
+namespace {
+
+// A cut-off last line (a run stopped while writing it) is ignored, said in
+// `notes`.
+Expected<void> add_report_file(History& history, std::string_view text, const std::string& name,
+                               std::vector<std::string>& notes)
+{
+    auto cut = add_report(history, text, name);
+    if (!cut)
+        return tl::unexpected(cut.error());
+    if (*cut)
+        notes.push_back("history file '" + name +
+                        "': its last line was cut off (a run stopped while writing it?); that line is ignored");
     return {};
 }
 
-Expected<History> read_history(std::span<const std::string> files)
+}  // namespace
+
+Expected<History> read_history(std::span<const std::string> files, std::vector<std::string>& notes)
 {
     History history;
     for (const auto& f : files) {
@@ -76,13 +96,13 @@ Expected<History> read_history(std::span<const std::string> files)
             return tl::unexpected(text.error());
         if (!*text)
             continue;
-        if (auto ok = add_report(history, **text, f); !ok)
+        if (auto ok = add_report_file(history, **text, f, notes); !ok)
             return tl::unexpected(ok.error());
     }
     return history;
 }
 
-Expected<History> read_last_run(const std::string& file)
+Expected<History> read_last_run(const std::string& file, std::vector<std::string>& notes)
 {
     auto text = read_report(file);
     if (!text)
@@ -90,7 +110,7 @@ Expected<History> read_last_run(const std::string& file)
     if (!*text)
         return fail("--rerun-failed: no report '" + file + "'; it names the --json report of the run to repeat");
     History history;
-    if (auto ok = add_report(history, **text, file); !ok)
+    if (auto ok = add_report_file(history, **text, file, notes); !ok)
         return tl::unexpected(ok.error());
     return history;
 }

@@ -26,16 +26,19 @@ struct Past {
 using History = std::map<std::string, Past, std::less<>>;
 
 // Adds the --json report `text` (JSON Lines) to `history`; `name` is for
-// errors ("r.json:3: not a JSON object: ...").
-Expected<void> add_report(History& history, std::string_view text, const std::string& name);
+// errors ("r.json:3: not a JSON object: ..."). A last line without its
+// newline that does not parse is what a run killed while writing leaves:
+// it is skipped, and the result is true.
+Expected<bool> add_report(History& history, std::string_view text, const std::string& name);
 
 // Reads each FILE in turn; a FILE that does not exist is no error (the first
-// run of a CI cache), one that cannot be read or parsed is.
-Expected<History> read_history(std::span<const std::string> files);
+// run of a CI cache), one that cannot be read or parsed is. A notice for
+// each file whose last line was cut off goes to `notes`.
+Expected<History> read_history(std::span<const std::string> files, std::vector<std::string>& notes);
 
 // The report of the run --rerun-failed repeats: unlike a history file it
 // must exist, since without it every job would run again unnoticed.
-Expected<History> read_last_run(const std::string& file);
+Expected<History> read_last_run(const std::string& file, std::vector<std::string>& notes);
 
 enum class Order { file, longest };
 

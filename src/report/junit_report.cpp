@@ -284,83 +284,17 @@ JunitReport::JunitReport(std::string path, std::span<const Job> jobs, std::strin
     }
 }
 
-JunitReport::~JunitReport()
-{
-    discard_temporary();
-}
-
-void JunitReport::discard_temporary()
-{
-    // Only on failure paths: the report is abandoned, so close's error is moot.
-    if (out_fd_ >= 0)
-        (void)::close(out_fd_);
-    out_fd_ = -1;
-    // Best effort: a leftover hidden temporary is untidy, not harmful.
-    if (!temp_path_.empty())
-        (void)unlink(temp_path_.c_str());
-    temp_path_.clear();
-}
-
 Expected<void> JunitReport::open()
 {
     if (opened_)
         return fail("JUnit report '" + path_ + "' is already open");
-    const auto cannot = [this](const char* what, int err) {
-        return tl::unexpected(sys_error(std::string(what) + " JUnit report '" + path_ + "'", err));
-    };
-
-    struct stat st{};
-    const bool exists = stat(path_.c_str(), &st) == 0;
-    const int stat_errno = exists ? 0 : errno;
-    const bool special_dir = path_.rfind("/dev/", 0) == 0 || path_.rfind("/proc/", 0) == 0;
-    if (exists && (!S_ISREG(st.st_mode) || special_dir)) {
-        // /dev/stdout, a FIFO: renaming over those would replace the device
-        // node or the pipe's name (as root, even in /dev), not feed it; and
-        // /dev/stdout may well lead to a regular file that pto-par's own
-        // standard output is writing to: append, after the jobs' output,
-        // rather than truncate it.
-        out_fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-        if (out_fd_ < 0)
-            return cannot("cannot open", errno);
-    } else {
-        if (exists) {
-            // An existing report: follow a symlink to it, so that it keeps
-            // pointing at the new one instead of being replaced by it.
-            char* real = realpath(path_.c_str(), nullptr);
-            if (real == nullptr)
-                return cannot("cannot resolve", errno);
-            final_path_ = real;
-            std::free(real);
-        } else if (stat_errno == ENOENT) {
-            final_path_ = path_;
-        } else {
-            return cannot("cannot use", stat_errno);
-        }
-        const auto slash = final_path_.rfind('/');
-        const std::string dir = slash == std::string::npos ? "" : final_path_.substr(0, slash + 1);
-        const std::string base = slash == std::string::npos ? final_path_ : final_path_.substr(slash + 1);
-        // Hidden and not ending in .xml, so that a CI glob for reports skips
-        // it; pid and attempt make it ours alone (O_EXCL).
-        for (int attempt = 0;; ++attempt) {
-            std::string name = dir + "." + base + "." + std::to_string(getpid());
-            if (attempt > 0)
-                name += "-" + std::to_string(attempt);
-            name += ".tmp";
-            out_fd_ = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-            if (out_fd_ >= 0) {
-                temp_path_ = std::move(name);
-                break;
-            }
-            if (errno != EEXIST || attempt == 100)
-                return cannot("cannot create", errno);
-        }
-    }
-
+    auto out = ReplacedFile::open(path_, "JUnit report");
+    if (!out)
+        return tl::unexpected(out.error());
     auto spool = make_spool();
-    if (!spool) {
-        discard_temporary();
+    if (!spool)
         return tl::unexpected(spool.error());
-    }
+    out_ = std::move(*out);
     spool_ = std::move(*spool);
     spool_size_ = 0;
     timestamp_ = local_timestamp();
@@ -530,7 +464,7 @@ Expected<void> JunitReport::close(double wall_s)
             ++errors;
     }
 
-    BufferedWriter w(out_fd_);
+    BufferedWriter w(out_.fd());
     w.put("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     std::string suite = "<testsuite" + attr("name", suite_) + attr("tests", std::to_string(cases_.size())) +
                         attr("failures", std::to_string(failures)) + attr("errors", std::to_string(errors)) +
@@ -582,27 +516,11 @@ Expected<void> JunitReport::close(double wall_s)
     w.flush();
     spool_.reset();
 
-    const auto failed = [this](int err) {
-        discard_temporary();
-        return tl::unexpected(sys_error("cannot write JUnit report '" + path_ + "'", err));
-    };
-    if (w.error() != 0)
-        return failed(w.error());
-    // On disk before it takes the report's name, so that a crash cannot
-    // leave an empty file where the last good report was. (In place, on a
-    // device or a pipe, there is nothing to make durable.)
-    if (!temp_path_.empty() && fsync(out_fd_) != 0)
-        return failed(errno);
-    const int fd = std::exchange(out_fd_, -1);
-    // Delayed write-back errors (NFS, a full thin volume) surface at close.
-    if (::close(fd) != 0)
-        return failed(errno);
-    if (temp_path_.empty())
-        return {};
-    if (rename(temp_path_.c_str(), final_path_.c_str()) != 0)
-        return failed(errno);
-    temp_path_.clear();
-    return {};
+    if (w.error() != 0) {
+        out_.discard();
+        return tl::unexpected(sys_error("cannot write JUnit report '" + path_ + "'", w.error()));
+    }
+    return out_.commit();
 }
 
 }  // namespace pto::report

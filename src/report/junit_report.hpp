@@ -17,6 +17,7 @@
 
 #include <pto/scheduler.hpp>
 
+#include "common/replaced_file.hpp"
 #include "common/unique_fd.hpp"
 
 namespace pto::report {
@@ -32,7 +33,6 @@ public:
     // with the count of bytes left out between them.
     JunitReport(std::string path, std::span<const Job> jobs, std::string suite_name,
                 std::uint64_t output_limit = default_output_limit);
-    ~JunitReport() override;
     JunitReport(const JunitReport&) = delete;
     JunitReport& operator=(const JunitReport&) = delete;
 
@@ -81,7 +81,6 @@ private:
 
     void record(const Job& job, const JobResult& r, const JobOutput* output);
     std::string testcase_head(const Job& job, const JobResult& r) const;
-    void discard_temporary();
 
     std::string path_;
     std::string suite_;
@@ -90,9 +89,7 @@ private:
     std::vector<std::pair<std::string, std::string>> suite_properties_;
     UniqueFd spool_;
     std::uint64_t spool_size_ = 0;
-    int out_fd_ = -1;           // the temporary beside FILE, or FILE itself when it is no regular file
-    std::string temp_path_;     // empty when writing FILE in place
-    std::string final_path_;    // what temp_path_ is renamed to
+    ReplacedFile out_;
     std::string timestamp_;
     std::string hostname_;
     bool opened_ = false;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -225,12 +226,13 @@ Expected<RunCgroup> RunCgroup::create()
             const std::string_view name = e->d_name;
             if (e->d_type != DT_DIR || name.substr(0, run_prefix.size()) != run_prefix)
                 continue;
-            const long pid = std::strtol(e->d_name + run_prefix.size(), nullptr, 10);
-            // A live process with that pid may be another pto-par, or an
-            // unrelated one that reused the pid: leave its cgroup alone.
-            if (pid <= 0 || kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)
-                continue;
             const std::string stale = *own + "/" + e->d_name;
+            // Its run's lock free: that run is gone. Held (by its run, or by
+            // another run cleaning it up now): leave it alone. Kept while
+            // cleaning, so that two runs never clean one leftover at once.
+            const UniqueFd lock(open(stale.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+            if (!lock || flock(lock.get(), LOCK_EX | LOCK_NB) != 0)
+                continue;
             auto count = [&stale] {
                 int n = 0;
                 if (DIR* sd = opendir(stale.c_str())) {
@@ -248,10 +250,33 @@ Expected<RunCgroup> RunCgroup::create()
         }
         closedir(d);
     }
-    run.path_ = *own + "/" + std::string(run_prefix) + std::to_string(getpid());
-    if (mkdir(run.path_.c_str(), 0755) != 0 && errno != EEXIST)
-        return tl::unexpected(sys_error("cannot create the run's cgroup " + run.path_, errno));
-    return run;
+    const std::string base = *own + "/" + std::string(run_prefix) + std::to_string(getpid());
+    for (int attempt = 0;; ++attempt) {
+        const std::string path = attempt == 0 ? base : base + "-" + std::to_string(attempt);
+        if (mkdir(path.c_str(), 0755) != 0) {
+            // EEXIST: another run's (in another PID namespace, one with our
+            // pid), or a leftover still being cleaned: never ours.
+            if (errno == EEXIST && attempt < 100)
+                continue;
+            return tl::unexpected(sys_error("cannot create the run's cgroup " + path, errno));
+        }
+        UniqueFd lock(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!lock)
+            return tl::unexpected(sys_error("cannot open the run's cgroup " + path, errno));
+        // Between the mkdir and this lock another run starting may have
+        // taken the new, empty cgroup for a dead run's: it then holds the
+        // lock while it removes it, or has removed it already.
+        struct stat held {}, named {};
+        if (flock(lock.get(), LOCK_EX | LOCK_NB) != 0 || fstat(lock.get(), &held) != 0 ||
+            stat(path.c_str(), &named) != 0 || held.st_ino != named.st_ino || held.st_dev != named.st_dev) {
+            if (attempt < 100)
+                continue;
+            return fail("cannot hold the run's cgroup " + path + ": other runs keep removing it");
+        }
+        run.path_ = path;
+        run.lock_ = std::move(lock);
+        return run;
+    }
 }
 
 RunCgroup::~RunCgroup()
@@ -280,9 +305,15 @@ Expected<JobCgroup> RunCgroup::make_job(const std::string& name)
         job = std::move(free_.back());
         free_.pop_back();
     } else {
-        job.path_ = path_ + "/" + name;
-        if (mkdir(job.path_.c_str(), 0755) != 0 && errno != EEXIST) {
+        // Below the run's own cgroup nothing else makes cgroups; should a
+        // name be taken all the same, it is another's, never adopted.
+        for (int attempt = 0;; ++attempt) {
+            job.path_ = path_ + "/" + name + (attempt == 0 ? "" : "-" + std::to_string(attempt));
+            if (mkdir(job.path_.c_str(), 0755) == 0)
+                break;
             const int err = errno;
+            if (err == EEXIST && attempt < 100)
+                continue;
             job.path_.clear();
             return tl::unexpected(sys_error("cannot create cgroup " + path_ + "/" + name, err));
         }

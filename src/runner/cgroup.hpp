@@ -65,7 +65,12 @@ class RunCgroup {
 public:
     // Also removes what earlier runs that died (SIGKILL) left behind beside
     // it: their cgroups are killed, so that no job of a dead run can hold a
-    // device that this run hands out.
+    // device that this run hands out. A run holds an flock on its cgroup's
+    // directory for as long as it lives (the kernel drops it when the run
+    // dies): a cgroup whose lock is free is a dead run's, whatever its
+    // name says; pids say nothing across PID namespaces. The run's own name
+    // is one no other run holds: a mkdir that fails with EEXIST, or a lock
+    // another run holds, picks another name; nothing is ever adopted.
     static Expected<RunCgroup> create();
 
     RunCgroup(RunCgroup&&) = default;
@@ -89,6 +94,7 @@ public:
 private:
     RunCgroup() = default;
     std::string path_;
+    UniqueFd lock_;  // the directory of path_, flocked while the run lives
     int stale_stopped_ = 0;
     std::vector<JobCgroup> free_;  // empty, their start descriptors closed
 };

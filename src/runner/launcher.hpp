@@ -18,9 +18,12 @@ struct Child {
     UniqueFd output;  // read end, non-blocking, close-on-exec
 };
 
+class Guardian;
+
 struct LaunchContext {
     const Environment* env = nullptr;
     int dev_null = -1;  // opened once per run, read-only
+    Guardian* guardian = nullptr;  // told of each job's start and end, when there is one
 };
 
 // Starts `spec` as the leader of a new process group, without a controlling

@@ -154,7 +154,10 @@ std::vector<pid_t> parse_pids(std::string_view text)
         const long pid = std::strtol(p, &end, 10);
         if (end == p)
             break;
-        pids.push_back(static_cast<pid_t>(pid));
+        // 0: a process of another PID namespace (cgroup.procs shows it so),
+        // which kill(0, sig) would take for our own process group.
+        if (pid > 0)
+            pids.push_back(static_cast<pid_t>(pid));
         p = end;
     }
     return pids;

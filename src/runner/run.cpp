@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "runner/clock.hpp"
+#include "runner/guardian.hpp"
 
 namespace pto::runner {
 namespace {
@@ -187,6 +188,8 @@ void Run::read(JobProcess& j, int max_reads)
     else if (j.step() != nullptr)
         live = [this, &j](std::string_view) { note_step_start(j); };
     j.read_output(read_chunk, max_reads, live);
+    if (auto moved = j.output().take_notice())
+        notice("job '" + jobs_[j.index()].label + "': " + *moved);
     note_step_start(j);
 }
 
@@ -200,6 +203,9 @@ void Run::finish_ended()
         // Whatever the job wrote before it ended is in the pipe; a process
         // that left it may hold the pipe open, so stop at "empty".
         read(*j, 0);
+        // Its group is empty: from here on its id may be another's.
+        if (ctx_.guardian != nullptr)
+            ctx_.guardian->job_ended(j->pid());
         auto done = set_.take(j);
         if (cgroup_ != nullptr)
             if (auto cg = done->take_empty_cgroup())

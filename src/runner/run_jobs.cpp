@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 
 #include "placement/local_devices.hpp"
 #include "placement/slurm_nodes.hpp"
+#include "runner/guardian.hpp"
 #include "runner/run.hpp"
 
 namespace pto {
@@ -126,9 +128,19 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
     UniqueFd dev_null(open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!dev_null)
         return tl::unexpected(sys_error("open /dev/null", errno));
+    // After the signals are blocked, which it keeps; not under Slurm, where
+    // slurmd holds the tasks.
+    std::optional<runner::Guardian> guardian;
+    if (!options.slurm) {
+        const std::size_t most = options.max_parallel == 0 ? jobs.size() : std::min(jobs.size(), options.max_parallel);
+        auto started = runner::Guardian::start(cgroup ? cgroup->path() : std::string(), most);
+        if (!started)
+            return tl::unexpected(started.error());
+        guardian.emplace(std::move(*started));
+    }
     SubreaperScope subreaper;
     const runner::Environment env;
-    const runner::LaunchContext ctx{&env, dev_null.get()};
+    const runner::LaunchContext ctx{&env, dev_null.get(), guardian ? &*guardian : nullptr};
     runner::Helpers helpers(ctx);
     placement::Placement placement(make_devices(options), options.port_low, options.port_high);
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "runner/clock.hpp"
+#include "runner/guardian.hpp"
 
 namespace pto::runner {
 namespace {
@@ -158,6 +159,9 @@ Expected<std::unique_ptr<JobProcess>> Run::spawn(std::size_t index, const Launch
         cgroup->close_start_fds();
     if (!child)
         return tl::unexpected(child.error());
+    // Jobs and device checks alike: nothing of them may outlive the run.
+    if (ctx_.guardian != nullptr)
+        ctx_.guardian->job_started(child->pid);
     return std::make_unique<JobProcess>(index, child->pid, std::move(child->output), std::move(cgroup),
                                         std::move(output), started, times);
 }

@@ -2,6 +2,9 @@
 // jobs never hang without a word; one verdict per line.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -71,7 +74,27 @@ TEST_CASE("cgroup: an ended job's empty cgroup serves the next job; one whose le
     CHECK(r.err.find("PASS d exit=0") != std::string::npos);
 }
 
-TEST_CASE("cgroup: what a SIGKILLed run left in its cgroups is stopped by the next run")
+// pto-par's child in a session of its own: its guardian.
+pid_t session_leader_child(pid_t parent)
+{
+    std::ifstream children("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children");
+    pid_t child = 0;
+    while (children >> child) {
+        std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        // pid (comm) state ppid pgrp session: after the last ')'.
+        std::istringstream rest(line.substr(line.rfind(')') + 2));
+        char state = 0;
+        pid_t ppid = 0, pgrp = 0, session = 0;
+        rest >> state >> ppid >> pgrp >> session;
+        if (session == child)
+            return child;
+    }
+    return 0;
+}
+
+TEST_CASE("cgroup: what a SIGKILLed run and its guardian left in its cgroups is stopped by the next run")
 {
     if (!cgroups_usable())
         return;
@@ -88,6 +111,11 @@ TEST_CASE("cgroup: what a SIGKILLed run left in its cgroups is stopped by the ne
                   {}, {}, in_cgroup);
         orphan = wait_for_pid(dir, "orphan.pid", 10s);
         REQUIRE(orphan > 0);
+        // Its guardian would stop the leftover: this is the case where
+        // both were killed (the OOM killer, a kill of everything).
+        const pid_t guardian = session_leader_child(p.pid());
+        REQUIRE(guardian > 0);
+        kill(guardian, SIGKILL);
         p.send(SIGKILL);
         (void)p.wait(10s);
     }

@@ -532,6 +532,28 @@ TEST_CASE("InputCheck stops at the first NUL byte or over-long line, wherever th
     CHECK(many.line_breaks() == 1000);
 }
 
+TEST_CASE("InputCheck caps the file in lines and in bytes, counting exactly") {
+    using pto::cmdfile::InputCheck;
+    using pto::cmdfile::max_file_bytes;
+    using pto::cmdfile::max_file_lines;
+    InputCheck lines;
+    CHECK(!lines.feed(std::string(max_file_lines, '\n')));
+    const auto one_more = lines.feed("x");
+    REQUIRE(one_more);
+    CHECK(one_more->line == max_file_lines + 1);
+    CHECK(one_more->message.find("more than 1000000 lines") != std::string::npos);
+
+    InputCheck bytes;
+    std::string piece;
+    while (piece.size() < (1u << 20))
+        piece += std::string(1023, 'y') + "\n";
+    for (std::size_t i = 0; i < max_file_bytes / piece.size(); ++i)
+        CHECK(!bytes.feed(piece));
+    const auto over = bytes.feed("z");
+    REQUIRE(over);
+    CHECK(over->message.find("larger than 128 MiB") != std::string::npos);
+}
+
 TEST_CASE("a NUL byte is the one error of the file") {
     check_error("a\nb\0c\n\0\n@x y\n"sv, 2, 2, {"NUL byte in commands file"});
     check_error("\0"sv, 1, 1, {"NUL byte"});

@@ -92,6 +92,14 @@ TEST_CASE("history: the last report of each label wins; a cancelled run keeps th
     auto bad = add_report(h, "{\"label\":\"a\",\"status\":\"passed\"}\nnot json\n", "r.json");
     REQUIRE_FALSE(bad);
     CHECK(bad.error().message.find("r.json:2: not a JSON object") == 0);
+    auto cut = add_report(h, "{\"label\":\"c\",\"status\":\"passed\"}\n{\"label\":\"d\",\"sta", "r.json");
+    REQUIRE(cut);
+    CHECK(*cut);
+    CHECK(h.count("c") == 1);
+    CHECK(h.count("d") == 0);
+    auto whole = add_report(h, "{\"label\":\"e\",\"status\":\"passed\"}", "r.json");
+    REQUIRE(whole);
+    CHECK_FALSE(*whole);
     auto no_label = add_report(h, "{\"x\":1}\n", "r.json");
     REQUIRE_FALSE(no_label);
     CHECK(no_label.error().message.find("r.json:1: no \"label\" and \"status\"") == 0);
@@ -119,11 +127,13 @@ TEST_CASE("history files: a missing one is fine, a directory is not")
 {
     pto::test::ScratchDir dir("plan");
     const std::vector<std::string> missing{(dir.path() / "none.json").string()};
-    auto h = read_history(missing);
+    std::vector<std::string> notes;
+    auto h = read_history(missing, notes);
     REQUIRE(h);
     CHECK(h->empty());
     const std::vector<std::string> a_dir{dir.path().string()};
-    CHECK_FALSE(read_history(a_dir));
+    CHECK_FALSE(read_history(a_dir, notes));
+    CHECK(notes.empty());
 }
 
 TEST_CASE("--shard K/N is checked")

@@ -1,0 +1,28 @@
+// File descriptors (SPEC 10): as many as the hard limit allows, and exit 2
+// at start when not even one job could run, rather than a FAIL per job.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include <pto/error.hpp>
+
+namespace pto::cli {
+
+// What starting one job can hold at once: its pipe (2), the pipe an exec
+// failure comes back through (2), its spill file, and under cgroup
+// containment its cgroup's directory, cgroup.procs and cgroup.events; and
+// what the run itself opens (its signalfd, /dev/null, the guardian's pipe).
+inline constexpr std::size_t run_descriptors = 3;
+inline constexpr std::size_t job_descriptors_pgroup = 5;
+inline constexpr std::size_t job_descriptors_cgroup = 8;
+
+// Raises the soft RLIMIT_NOFILE to the hard limit (jobs inherit it); a
+// failure leaves the limit as it was, which the check below then judges.
+void raise_descriptor_limit();
+
+// An error naming the limit when fewer than `run_descriptors + per_job`
+// descriptors are free now (counted in /proc/self/fd).
+Expected<void> check_descriptors(std::size_t per_job);
+
+}  // namespace pto::cli

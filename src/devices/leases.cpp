@@ -1,0 +1,235 @@
+#include "devices/leases.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+
+namespace pto::leases {
+namespace {
+
+// A directory every user's runs can lease in: made sticky and writable by
+// all (as /tmp), whatever the umask; an existing one is used as it is.
+Expected<void> make_shared_dir(const std::string& dir)
+{
+    if (mkdir(dir.c_str(), 01777) == 0) {
+        if (chmod(dir.c_str(), 01777) != 0)
+            return tl::unexpected(sys_error("chmod 1777 '" + dir + "'", errno));
+        return {};
+    }
+    if (errno == EEXIST)
+        return {};
+    return tl::unexpected(sys_error("cannot create lock directory '" + dir + "'", errno));
+}
+
+Expected<LockDir> open_at(const std::string& dir, auto make)
+{
+    if (auto ok = make_shared_dir(dir); !ok)
+        return tl::unexpected(ok.error());
+    return make(dir);
+}
+
+}  // namespace
+
+Expected<std::optional<std::string>> choose_lock_dir(const std::optional<std::string>& option, const char* env)
+{
+    std::string value;
+    if (option) {
+        if (option->empty())
+            return fail("--lock-dir needs a directory, or 'none' for no leases across runs");
+        value = *option;
+    } else if (env != nullptr) {
+        if (*env == '\0')
+            return fail(std::string("$") + lock_dir_variable + " is set but empty: unset it, or name a directory or 'none'");
+        value = env;
+    }
+    if (value == "none")
+        return std::optional<std::string>();
+    return std::optional<std::string>(value);
+}
+
+std::string device_key(std::string_view identity)
+{
+    static constexpr char hex[] = "0123456789ABCDEF";
+    std::string key = "device-";
+    for (const char c : identity) {
+        const auto u = static_cast<unsigned char>(c);
+        const bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+                          c == '_' || c == '-';
+        if (keep) {
+            key += c;
+        } else {
+            key += '%';
+            key += hex[u >> 4];
+            key += hex[u & 15];
+        }
+    }
+    return key;
+}
+
+std::string port_key(int port)
+{
+    return "port-" + std::to_string(port);
+}
+
+Expected<LockDir> LockDir::open(const std::string& dir)
+{
+    const auto make = [](const std::string& path) -> Expected<LockDir> {
+        LockDir d;
+        d.path_ = path;
+        d.dir_ = UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!d.dir_)
+            return tl::unexpected(sys_error("cannot open lock directory '" + path + "'", errno));
+        // A file per lease is made in it: a directory this user cannot
+        // write to is no place for leases (said now, not at the first job).
+        if (faccessat(d.dir_.get(), ".", W_OK | X_OK, AT_EACCESS) != 0)
+            return tl::unexpected(sys_error("cannot use lock directory '" + path + "'", errno));
+        d.inotify_ = UniqueFd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+        if (!d.inotify_)
+            return tl::unexpected(sys_error("inotify_init1 (to learn when another run gives a lease back)", errno));
+        if (inotify_add_watch(d.inotify_.get(), path.c_str(), IN_CLOSE_WRITE) < 0)
+            return tl::unexpected(sys_error("inotify_add_watch '" + path + "'", errno));
+        return d;
+    };
+    if (!dir.empty())
+        return open_at(dir, make);
+    auto d = open_at(default_lock_dir, make);
+    if (d)
+        return d;
+    // /run/lock missing or not ours to write (not root, a container):
+    // the temporary directory, which other runs of this machine share too.
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string base = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    auto fallback = open_at(base + "/pto-par-locks", make);
+    if (!fallback)
+        return fail(d.error().message + "; and " + fallback.error().message);
+    return fallback;
+}
+
+void LockDir::inherit(std::vector<std::string> keys)
+{
+    for (auto& k : keys)
+        inherited_.insert(std::move(k));
+}
+
+Expected<int> LockDir::file_for(const std::string& key)
+{
+    if (const auto it = open_.find(key); it != open_.end())
+        return it->second.get();
+    // Read-write: a holder's close is then IN_CLOSE_WRITE, the one event
+    // watched; 0666 and fchmod so that another user's run can lease it too.
+    UniqueFd fd(openat(dir_.get(), key.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
+    if (!fd)
+        return tl::unexpected(sys_error("cannot open lease '" + path_ + "/" + key + "'", errno));
+    struct stat st {};
+    // Best effort: a file another user made keeps its mode, which they chose.
+    if (fstat(fd.get(), &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0666) != 0666)
+        (void)fchmod(fd.get(), 0666);
+    const int raw = fd.get();
+    open_.emplace(key, std::move(fd));
+    return raw;
+}
+
+Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<const std::string> keys)
+{
+    std::vector<Lease> taken;
+    taken.reserve(keys.size());
+    // All or none: what was taken before a busy one is unlocked, not
+    // closed, so that giving it back is no event to wake this run again
+    // (a close would be, and the same attempt would fail for ever).
+    const auto give_back = [this, &taken] {
+        for (auto& lease : taken)
+            if (!lease.inherited()) {
+                // Cannot fail on a lock we hold; were it to, closing the
+                // descriptor below gives the lock back all the same.
+                (void)flock(lease.fd_.get(), LOCK_UN);
+                open_.emplace(lease.key_, std::move(lease.fd_));
+            }
+    };
+    for (const auto& key : keys) {
+        if (inherited_.count(key) != 0) {
+            taken.emplace_back(key, UniqueFd());
+            continue;
+        }
+        auto fd = file_for(key);
+        if (!fd) {
+            give_back();
+            return tl::unexpected(fd.error());
+        }
+        if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
+            const int err = errno;
+            give_back();
+            if (err != EWOULDBLOCK)
+                return tl::unexpected(sys_error("flock '" + path_ + "/" + key + "'", err));
+            return Busy{key, pid_in(*fd)};
+        }
+        // The pid for Busy and last_holder: written in place, at once.
+        // Only that answer is lost if it cannot be (a full disk): the lease
+        // is held all the same.
+        const std::string pid = std::to_string(getpid()) + "\n";
+        if (ftruncate(*fd, 0) == 0)
+            (void)!pwrite(*fd, pid.data(), pid.size(), 0);
+        auto node = open_.extract(key);
+        taken.emplace_back(key, std::move(node.mapped()));
+    }
+    return taken;
+}
+
+pid_t LockDir::pid_in(int fd)
+{
+    char buf[32];
+    const ssize_t n = pread(fd, buf, sizeof buf, 0);
+    pid_t pid = 0;
+    if (n > 0)
+        std::from_chars(buf, buf + n, pid);
+    return pid;
+}
+
+Expected<pid_t> LockDir::last_holder(const std::string& key)
+{
+    if (const auto it = open_.find(key); it != open_.end())
+        return pid_in(it->second.get());
+    // Read-only and unlocked: closing it is no event, and no probe of the
+    // lock can make another run's try fail unseen.
+    UniqueFd fd(openat(dir_.get(), key.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd)
+        return errno == ENOENT ? Expected<pid_t>(0)
+                               : tl::unexpected(sys_error("cannot open lease '" + path_ + "/" + key + "'", errno));
+    return pid_in(fd.get());
+}
+
+short LockDir::poll_events() const
+{
+    return POLLIN;
+}
+
+bool LockDir::drain()
+{
+    alignas(inotify_event) char buf[4096];
+    bool freed = false;
+    for (;;) {
+        const ssize_t n = read(inotify_.get(), buf, sizeof buf);
+        if (n <= 0)
+            return freed;  // EAGAIN: all read; another error: nothing more to read either
+        for (ssize_t at = 0; at < n;) {
+            const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
+            if ((ev->mask & (IN_CLOSE_WRITE | IN_Q_OVERFLOW)) != 0)
+                freed = true;
+            at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+        }
+    }
+}
+
+void LockDir::on_ready(short)
+{
+    if (drain() && on_freed_)
+        on_freed_();
+}
+
+}  // namespace pto::leases

@@ -1,0 +1,118 @@
+// Leases across runs (SPEC 10): two pto-par runs on one machine never hold
+// the same device or port at once. A lease is an flock(2) on a file per
+// device (named by its identity on the machine: the entry a job gets in its
+// device variable, a UUID staying a UUID) and per port, in a lock
+// directory; the kernel gives it back when its holder closes it or dies.
+// No daemon: waiting is an inotify watch on the directory in the run's one
+// poll (LockDir is a PollClient), never a timer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <set>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <pto/error.hpp>
+#include <pto/scheduler.hpp>
+
+#include "common/unique_fd.hpp"
+
+namespace pto::leases {
+
+inline constexpr const char* default_lock_dir = "/run/lock/pto-par";
+inline constexpr const char* lock_dir_variable = "PTO_PAR_LOCK_DIR";
+
+// Where the run's leases live: --lock-dir's value, else $PTO_PAR_LOCK_DIR's,
+// else the default (an empty result). "none" turns leases off: nullopt.
+// An empty value of either is an error naming it.
+Expected<std::optional<std::string>> choose_lock_dir(const std::optional<std::string>& option, const char* env);
+
+// The file names of leases: "device-<identity>", "port-<N>", with any byte
+// outside [A-Za-z0-9._-] written %XX, so that every identity is one name.
+std::string device_key(std::string_view identity);
+std::string port_key(int port);
+
+// A lease held; given back when destroyed. An inherited one (a nested run's,
+// held by the outer run for this run's job) holds no descriptor.
+class Lease {
+    friend class LockDir;
+
+public:
+    Lease(std::string key, UniqueFd fd) : key_(std::move(key)), fd_(std::move(fd)) {}
+    const std::string& key() const { return key_; }
+    bool inherited() const { return !fd_; }
+
+private:
+    std::string key_;
+    UniqueFd fd_;
+};
+
+// Held by another run: its pid as it wrote it (0 when not known; for an
+// instant after taking it, the pid of the holder before).
+struct Busy {
+    std::string key;
+    pid_t holder = 0;
+};
+
+class LockDir final : public PollClient {
+public:
+    // `dir`: a directory to use, made (mode 1777, so that every user's runs
+    // share it) when missing; empty: /run/lock/pto-par, else
+    // $TMPDIR/pto-par-locks (/tmp without TMPDIR) when /run/lock cannot be
+    // used.
+    static Expected<LockDir> open(const std::string& dir);
+
+    LockDir(LockDir&&) noexcept = default;
+    LockDir& operator=(LockDir&&) noexcept = default;
+
+    const std::string& path() const { return path_; }
+
+    // A nested run's: these keys are its job's, leased by the outer run;
+    // taking one succeeds at once without a lock, and is never waited for.
+    void inherit(std::vector<std::string> keys);
+
+    // All of `keys` now, or none of them and the first that is busy.
+    // Descriptors of busy files stay open until the lease is taken, so that
+    // trying again wakes nobody (only a holder's close is an event): at
+    // most one descriptor per device and port of the run.
+    Expected<std::variant<std::vector<Lease>, Busy>> try_take(std::span<const std::string> keys);
+
+    // The pid the last holder of `key` wrote (0 if none): who holds it,
+    // when try_take said it is busy (for -v, --dry-run, SIGUSR1).
+    Expected<pid_t> last_holder(const std::string& key);
+
+    // Called from on_ready when a lease in the directory may have been
+    // given back: the time to try the waiting jobs again.
+    void on_freed(std::function<void()> callback) { on_freed_ = std::move(callback); }
+
+    // PollClient: the inotify descriptor, readable when a holder closed a
+    // lease file (IN_CLOSE_WRITE: holders open theirs for writing, and
+    // write their pid into it; tries that fail close nothing).
+    int poll_fd() const override { return inotify_.get(); }
+    short poll_events() const override;
+    void on_ready(short revents) override;
+
+    // Reads the pending events; true if any was a lease given back.
+    bool drain();
+
+private:
+    LockDir() = default;
+    Expected<int> file_for(const std::string& key);
+    static pid_t pid_in(int fd);
+
+    std::string path_;
+    UniqueFd dir_;
+    UniqueFd inotify_;
+    std::set<std::string, std::less<>> inherited_;
+    std::map<std::string, UniqueFd, std::less<>> open_;  // busy when last tried
+    std::function<void()> on_freed_;
+};
+
+}  // namespace pto::leases

@@ -1,0 +1,197 @@
+#include "runner/guardian.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+namespace pto::runner {
+namespace {
+
+// What the guardian does runs in a forked child of a process that may have
+// threads (a program embedding the library): system calls only, on memory
+// prepared before the fork.
+struct Plan {
+    int pipe;
+    pid_t* groups;       // table of running jobs' process groups; 0 = a free slot
+    std::size_t slots;
+    const char* cgroup;  // the run's cgroup directory, "" under process groups
+};
+
+void remember(const Plan& p, pid_t value)
+{
+    if (value > 0) {
+        for (std::size_t i = 0; i < p.slots; ++i)
+            if (p.groups[i] == 0) {
+                p.groups[i] = value;
+                return;
+            }
+        return;  // more than announced at once: cgroup.kill still takes it, a group may be missed
+    }
+    for (std::size_t i = 0; i < p.slots; ++i)
+        if (p.groups[i] == -value) {
+            p.groups[i] = 0;
+            return;
+        }
+}
+
+// rmdir of the cgroups below `dir` (one level: the jobs'), then of `dir`;
+// getdents64 because opendir allocates.
+void remove_cgroups(const char* dir)
+{
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;  // gone already: the run removed it
+    alignas(8) char buf[4096];
+    for (;;) {
+        const long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        for (long at = 0; at < n;) {
+            struct Entry {
+                unsigned long long ino;
+                long long off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[1];
+            };
+            const auto* e = reinterpret_cast<const Entry*>(buf + at);
+            if (e->type == DT_DIR && e->name[0] != '.')
+                (void)unlinkat(fd, e->name, AT_REMOVEDIR);  // EBUSY: a process stuck in the kernel
+            at += e->reclen;
+        }
+    }
+    (void)close(fd);  // read-only
+    (void)rmdir(dir);  // EBUSY: as above; the next run beside it cleans it up
+}
+
+[[noreturn]] void guard(const Plan& p)
+{
+    pid_t values[256];
+    for (;;) {
+        const ssize_t n = read(p.pipe, values, sizeof values);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;  // EOF: the run is over
+        for (ssize_t i = 0; i < n / static_cast<ssize_t>(sizeof(pid_t)); ++i)
+            remember(p, values[i]);
+    }
+    // Each group still running: its id is still in use by its members, so
+    // it names them and no other process.
+    for (std::size_t i = 0; i < p.slots; ++i)
+        if (p.groups[i] > 0)
+            (void)kill(-p.groups[i], SIGKILL);  // ESRCH: it ended unannounced, which is fine
+    if (p.cgroup[0] != '\0') {
+        char path[4096];
+        const std::size_t len = std::strlen(p.cgroup);
+        if (len + 32 < sizeof path) {
+            std::memcpy(path, p.cgroup, len);
+            std::memcpy(path + len, "/cgroup.kill", 13);
+            const int kill_fd = open(path, O_WRONLY | O_CLOEXEC);
+            if (kill_fd >= 0) {
+                (void)!write(kill_fd, "1", 1);  // no cgroup.kill before Linux 5.14: the groups above were all
+                (void)close(kill_fd);           // written to: its only error is the write's
+            }
+            std::memcpy(path + len, "/cgroup.events", 15);
+            const int events = open(path, O_RDONLY | O_CLOEXEC);
+            // Empty within 2 s, or removing it fails (EBUSY) and is left to
+            // the next run: nothing waits for ever.
+            for (int waited = 0; events >= 0 && waited < 2000; waited += 50) {
+                char buf[256];
+                const ssize_t r = pread(events, buf, sizeof buf - 1, 0);
+                if (r <= 0)
+                    break;
+                buf[r] = '\0';
+                if (std::strstr(buf, "populated 0") != nullptr)
+                    break;
+                pollfd pfd{events, POLLPRI, 0};
+                (void)poll(&pfd, 1, 50);  // a timeout only means: look again
+            }
+            if (events >= 0)
+                (void)close(events);  // read-only
+        }
+        remove_cgroups(p.cgroup);
+    }
+    _exit(0);
+}
+
+}  // namespace
+
+Expected<Guardian> Guardian::start(const std::string& run_cgroup, std::size_t most_jobs)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return tl::unexpected(sys_error("pipe2 (for the guardian)", errno));
+    UniqueFd read_end(fds[0]);
+    Guardian g;
+    g.pipe_ = UniqueFd(fds[1]);
+    // Room for a burst of starts while the guardian is not scheduled; a
+    // smaller pipe is no error (the default is 64 KiB).
+    (void)fcntl(g.pipe_.get(), F_SETPIPE_SZ, 1 << 20);
+    if (fcntl(g.pipe_.get(), F_SETFL, O_NONBLOCK) != 0)
+        return tl::unexpected(sys_error("fcntl O_NONBLOCK (for the guardian)", errno));
+    std::vector<pid_t> table(most_jobs == 0 ? 1 : most_jobs, 0);
+    const Plan plan{read_end.get(), table.data(), table.size(), run_cgroup.c_str()};
+    const pid_t pid = fork();
+    if (pid < 0)
+        return tl::unexpected(sys_error("fork (the guardian)", errno));
+    if (pid == 0) {
+        // Its own session: Ctrl-C at the terminal and a signal to pto-par's
+        // group do not reach it; it ends with its pipe. Every signal stays
+        // blocked as the run blocked them; SIGKILL still ends it.
+        (void)setsid();  // fails only for a group leader, which a fresh child is not
+        const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        for (int std_fd = 0; std_fd < 3; ++std_fd)
+            if (null_fd >= 0)
+                (void)dup2(null_fd, std_fd);  // keep no reader of pto-par's output waiting for EOF
+        // Nothing else of the run's: in particular no pipe of a job, whose
+        // reader would otherwise never see its end. The run's cgroup lock
+        // goes too; until the guardian is done, its cgroups are not empty.
+        const auto close_from = [](unsigned first, unsigned last) {
+            if (first > last)
+                return;
+            if (syscall(SYS_close_range, first, last, 0) == 0)
+                return;
+            // Before Linux 5.9: one by one, up to the descriptor limit.
+            const long most = sysconf(_SC_OPEN_MAX);
+            for (long fd = first; fd <= last && fd < (most > 0 ? most : 65536); ++fd)
+                (void)close(static_cast<int>(fd));  // EBADF for most: not open
+        };
+        close_from(3, static_cast<unsigned>(plan.pipe) - 1);
+        close_from(static_cast<unsigned>(plan.pipe) + 1, ~0U);
+        guard(plan);
+    }
+    g.pid_ = pid;
+    return g;
+}
+
+Guardian::Guardian(Guardian&& o) noexcept : pid_(std::exchange(o.pid_, -1)), pipe_(std::move(o.pipe_)) {}
+
+Guardian::~Guardian()
+{
+    if (pid_ < 0)
+        return;
+    pipe_.reset();
+    // It exits as soon as it has read the end; a run's own reaper may have
+    // reaped it already (ECHILD).
+    while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+}
+
+void Guardian::tell(pid_t value)
+{
+    // A full pipe (the guardian stopped, 1 MiB of starts unread) loses
+    // this one message; cgroup.kill still covers that job.
+    (void)!write(pipe_.get(), &value, sizeof value);
+}
+
+}  // namespace pto::runner

@@ -1,0 +1,243 @@
+// The run's edges: other files, other runs, a full disk, few descriptors,
+// endless input, pto-par's own death.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+#include <fstream>
+
+#include "process.hpp"
+
+using namespace pto::test;
+using namespace std::chrono_literals;
+
+TEST_SUITE("edges") {
+
+TEST_CASE("a --log-dir file that is the --json report stops the run before anything starts")
+{
+    TempDir dir;
+    const auto marker = dir.file("ran");
+    const auto file = dir.write("jobs.cmds", "@0,label=report touch " + marker + "\n");
+    std::filesystem::create_directory(dir.file("out"));
+    const auto r = run({pto_par(), "-d", "none", "--log-dir", dir.file("out"), "--json", dir.file("out/report.log"),
+                        file});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("report.log") != std::string::npos);
+    CHECK(r.err.find("--log-dir") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(marker));
+}
+
+TEST_CASE("a --log-dir file that is the commands file stops the run, by inode through another spelling")
+{
+    TempDir dir;
+    const auto marker = dir.file("ran");
+    std::filesystem::create_directory(dir.file("suite"));
+    const std::string text = "@0,label=smoke touch " + marker + "\n";
+    const auto file = dir.write("suite/smoke.log", text);
+    std::filesystem::create_directory_symlink(dir.file("suite"), dir.file("alias"));
+    const auto r = run({pto_par(), "-d", "none", "--log-dir", dir.file("alias"), file});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("commands file") != std::string::npos);
+    CHECK(dir.read("suite/smoke.log") == text);
+    CHECK_FALSE(std::filesystem::exists(marker));
+}
+
+TEST_CASE("a SIGKILLed run leaves the previous --json report whole, even when it was the --history")
+{
+    TempDir dir;
+    const auto json = dir.file("h.json");
+    std::string cmds;
+    for (int i = 0; i < 20; ++i)
+        cmds += "@0,label=j" + std::to_string(i) + " true\n";
+    const auto file = dir.write("h.cmds", cmds + "@0,label=slow sleep 30\n");
+    REQUIRE(run({pto_par(), "-d", "none", "--json", json, dir.write("q.cmds", cmds)}).exit_code == 0);
+    const auto before = dir.read("h.json");
+    REQUIRE(lines_with(before, "\"label\"").size() == 20);
+    Process p({pto_par(), "-d", "none", "-j", "1", "--history", json, "--json", json, file});
+    REQUIRE(p.wait_for_stderr("START slow", 20s));
+    p.send(SIGKILL);
+    p.wait(10s);
+    CHECK(dir.read("h.json") == before);
+}
+
+TEST_CASE("a history whose last line was cut off is used, with a notice")
+{
+    TempDir dir;
+    const auto hist = dir.write("cut.json", "{\"label\":\"a\",\"status\":\"passed\",\"duration_s\":2}\n"
+                                            "{\"label\":\"b\",\"status\":\"pas");
+    const auto r = run({pto_par(), "-d", "none", "--history", hist, dir.write("c.cmds", "@0,label=a true\n")});
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("cut off") != std::string::npos);
+    // Only the last line: a broken line in the middle is still an error.
+    const auto mid = dir.write("mid.json", "{\"label\":\"b\",\"status\":\"pas\n{\"label\":\"a\",\"status\":\"passed\"}\n");
+    CHECK(run({pto_par(), "-d", "none", "--history", mid, dir.file("c.cmds")}).exit_code == 2);
+}
+
+TEST_CASE("input past the line or byte cap is refused as it is read, nothing run")
+{
+    // Finite, so that a pto-par without the caps reads it all and starts
+    // running it (and fails here) rather than filling the machine's memory.
+    const auto r = run({"/bin/sh", "-c", "yes '@0 true' | head -n 1100000 | exec " + pto_par() + " -d none -"}, {},
+                       {}, 60s);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("more than 1000000 lines") != std::string::npos);
+    const auto bytes = run({"/bin/sh", "-c", "yes \"@0 echo $(head -c 100000 /dev/zero | tr '\\0' x)\" | head -n 1400 | exec " +
+                                                 pto_par() + " -d none -"},
+                           {}, {}, 60s);
+    CHECK(bytes.exit_code == 2);
+    CHECK(bytes.err.find("larger than 128 MiB") != std::string::npos);
+}
+
+TEST_CASE("a job whose device list cannot fit execve is a static error, not a failed job")
+{
+    TempDir dir;
+    const auto marker = dir.file("ran");
+    const auto file = dir.write("big.cmds", "@0 touch " + marker + "\n@30000,label=wide true\n");
+    const auto r = run({pto_par(), "-d", "0-65535", file});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("big.cmds:2:1: error: job 'wide'") != std::string::npos);
+    CHECK(r.err.find("PTO_PAR_DEVICES") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(marker));
+    // Within the limit it runs.
+    CHECK(run({pto_par(), "-d", "0-65535", dir.write("ok.cmds", "@10000 true\n")}).exit_code == 0);
+}
+
+TEST_CASE("devices under process groups: one notice at start saying why and what it means")
+{
+    TempDir dir;
+    const auto file = dir.write("p.cmds", "@1 true\n@1 true\n");
+    const auto r = run({pto_par(), "-d", "0-1", "--contain", "pgroup", file});
+    CHECK(r.exit_code == 0);
+    const auto said = lines_with(r.err, "setsid");
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].find("--contain pgroup") != std::string::npos);
+    CHECK(said[0].find("next job") != std::string::npos);
+    // Nothing to share, nothing to say.
+    const auto none = run({pto_par(), "-d", "none", "--contain", "pgroup", dir.write("n.cmds", "@0 true\n")});
+    CHECK(lines_with(none.err, "setsid").empty());
+}
+
+TEST_CASE("ulimit -n 16 with standard output a pipe: 16 jobs of 1.6 MB all pass byte-exact, or none starts")
+{
+    TempDir dir;
+    std::string file;
+    for (char c = 'a'; c < 'a' + 16; ++c)
+        file += std::string("@0,label=") + c + " head -c 1600000 /dev/zero | tr '\\0' " + c + "\n";
+    const auto cmds = dir.write("n.cmds", file);
+    const auto all_pass = [](const Finished& r) {
+        CHECK(r.exit_code == 0);
+        CHECK(r.err.find("16 passed") != std::string::npos);
+        REQUIRE(r.out.size() == 16 * 1600000);
+        for (std::size_t at = 0; at < r.out.size(); at += 1600000) {
+            const char c = r.out[at];
+            CHECK(r.out.find_first_not_of(c, at) >= at + 1600000);
+        }
+    };
+    // Under process groups one job needs 5 descriptors beside pto-par's 11.
+    all_pass(run({pto_par(), "-d", "none", "-j", "4", "--contain", "pgroup", cmds}, {}, {}, 120s,
+                 Setup::limit(RLIMIT_NOFILE, 16)));
+    // A cgroup's directory, cgroup.procs and cgroup.events are 3 more: where
+    // they are used, 16 is too few for one job, which is said at start.
+    const auto r = run({pto_par(), "-d", "none", "-j", "4", cmds}, {}, {}, 120s, Setup::limit(RLIMIT_NOFILE, 16));
+    CHECK(r.err.find("FAIL") == std::string::npos);
+    if (r.exit_code == 2)
+        CHECK(r.err.find("the limit is 16") != std::string::npos);
+    else
+        all_pass(r);
+}
+
+TEST_CASE("descriptors too few for even one job: exit 2 at start, naming the limit")
+{
+    TempDir dir;
+    const auto marker = dir.file("ran");
+    const auto r = run({pto_par(), "-d", "none", dir.write("f.cmds", "@0 touch " + marker + "\n")}, {}, {}, 60s,
+                       Setup::limit(RLIMIT_NOFILE, 12));
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("ulimit -n") != std::string::npos);
+    CHECK(r.err.find("the limit is 12") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(marker));
+}
+
+TEST_CASE("two runs in different PID namespaces share no cgroup and signal nothing of each other")
+{
+    if (!cgroups_usable() || geteuid() != 0 || std::system("unshare -p -f --mount-proc true 2>/dev/null") != 0) {
+        MESSAGE("skipped: needs root, cgroup v2 and unshare -p");
+        return;
+    }
+    TempDir dir;
+    const auto first_file = dir.write("a.cmds", "@0,label=long sleep 4\n");
+    const auto second_file = dir.write("b.cmds", "@0,label=short sleep 0.5\n");
+    // Both are pid 1 in their namespaces, so both would be "pto-par-1".
+    Process first({"/usr/bin/unshare", "-p", "-f", "--mount-proc", pto_par(), "-d", "none", first_file});
+    REQUIRE(first.wait_for_stderr("START long", 10s));
+    std::this_thread::sleep_for(700ms);
+    Process second({"/usr/bin/unshare", "-p", "-f", "--mount-proc", pto_par(), "-d", "none", second_file});
+    const auto b = second.wait(30s);
+    const auto a = first.wait(30s);
+    CHECK(b.exit_code == 0);
+    CHECK(a.exit_code == 0);
+    CHECK(a.err.find("PASS long") != std::string::npos);
+    CHECK(b.err.find("PASS short") != std::string::npos);
+    CHECK(a.err.find("stopped") == std::string::npos);
+    CHECK(b.err.find("stopped") == std::string::npos);
+}
+
+TEST_CASE("a run SIGKILLed mid-run leaves no process of any job 1 s later, in both modes")
+{
+    std::vector<std::pair<std::string, std::string>> modes{{"pgroup", "sleep 300 &"}};
+    if (cgroups_usable())
+        modes.push_back({"cgroup", "setsid sleep 300 &"});
+    for (const auto& [mode, start] : modes) {
+        CAPTURE(mode);
+        TempDir dir;
+        const auto pidfile = dir.file("pid");
+        Process p({pto_par(), "-d", "none", "--contain", mode,
+                   dir.write("k.cmds", "@0,label=bg " + start + " echo $! > " + pidfile + "; sleep 300\n")});
+        REQUIRE(p.wait_for_stderr("START bg", 10s));
+        pid_t pid = 0;
+        for (int i = 0; i < 100 && pid == 0; ++i) {
+            std::ifstream in(pidfile);
+            in >> pid;
+            if (pid == 0)
+                std::this_thread::sleep_for(50ms);
+        }
+        REQUIRE(pid > 0);
+        p.send(SIGKILL);
+        p.wait(10s);
+        CHECK(gone_within(pid, 1000ms));
+        if (!gone_within(pid, 0ms))
+            kill(pid, SIGKILL);
+    }
+}
+
+TEST_CASE("a full $TMPDIR: the output goes on in the next place, not a byte lost")
+{
+    TempDir dir;
+    const auto small = dir.file("small");
+    std::filesystem::create_directory(small);
+    if (geteuid() != 0 || std::system(("mount -t tmpfs -o size=2m tmpfs " + small + " 2>/dev/null").c_str()) != 0) {
+        MESSAGE("skipped: needs root to mount a tmpfs");
+        return;
+    }
+    std::string file;
+    for (char c = 'a'; c < 'c'; ++c)
+        file += std::string("@0,label=") + c + " head -c 20000000 /dev/zero | tr '\\0' " + c + "\n";
+    const auto r = run({pto_par(), "-d", "none", "-j", "2", dir.write("big.cmds", file)}, {}, {"TMPDIR=" + small});
+    (void)std::system(("umount " + small).c_str());
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("lost") == std::string::npos);
+    CHECK(r.err.find("did not fit in " + small) != std::string::npos);
+    REQUIRE(r.out.size() == 2 * 20000000);
+    for (std::size_t at = 0; at < r.out.size(); at += 20000000) {
+        const char c = r.out[at];
+        CHECK(r.out.find_first_not_of(c, at) >= at + 20000000);
+    }
+}
+
+}  // TEST_SUITE

@@ -41,6 +41,11 @@ TEST_CASE("a device whose check fails after a job failed on it is withheld, and 
     CHECK(report.find("\"devices\":[" + sick + "],") != std::string::npos);
     CHECK(report.find("\"sick\":[" + sick + "]}") != std::string::npos);
     CHECK(report.find("flaky") == std::string::npos);
+    // The device statistics know it too: the end-of-run line and the record.
+    CHECK(r.err.find("[pto-par] device " + sick + ": 1 job, 0 passed, 1 failed, 0 timed out, sick\n") !=
+          std::string::npos);
+    CHECK(report.find("{\"record\":\"device\",\"device\":" + sick + ",") != std::string::npos);
+    CHECK(report.find("\"sick\":true}") != std::string::npos);
 }
 
 TEST_CASE("every device is checked before its first job, and a sick one never gets a job")

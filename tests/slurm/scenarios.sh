@@ -149,13 +149,16 @@ scenario_fail_fast() {
     # The failing job waits until both traps are set: a step whose task has
     # not started yet (slow under ASan) is stopped without one.
     local ready="trap \"echo got TERM on \\\$SLURMD_NODENAME; exit 143\" TERM; touch $work/ff-ready.\$SLURM_STEP_ID; sleep 60 & wait"
-    local failing="until [ \$(ls $work/ff-ready.* 2>/dev/null | wc -l) -ge 2 ]; do sleep 0.1; done; exit 3"
+    # A second more for srun to hand the run both steps' headers: until it
+    # has, the run takes a step for one Slurm has not started, and cancels it.
+    local failing="until [ \$(ls $work/ff-ready.* 2>/dev/null | wc -l) -ge 2 ]; do sleep 0.1; done; sleep 1; exit 3"
     printf '%s\n%s\n%s\n' "$ready" "$ready" "$failing" >"$work/ff.cmds"
     local t0=$SECONDS
     in_allocation "$pto_par" --launcher slurm -x --kill-grace 10 "$work/ff.cmds" >"$work/ff.out" 2>"$work/ff.err"
     local rc=$?
     [ $rc = 1 ] || fail "exit $rc, 1 expected: $(cat "$work/ff.err")"
-    [ "$(grep -c '^got TERM' "$work/ff.out")" = 2 ] || fail "the traps did not see SIGTERM: $(cat "$work/ff.out")"
+    [ "$(grep -c '^got TERM' "$work/ff.out")" = 2 ] ||
+        fail "the traps did not see SIGTERM: $(cat "$work/ff.out" "$work/ff.err")"
     [ "$(grep -c 'KILLED' "$work/ff.err")" = 2 ] || fail "two KILLED expected: $(cat "$work/ff.err")"
     ((SECONDS - t0 < 20)) || fail "fail-fast took $((SECONDS - t0)) s"
 }

@@ -131,7 +131,12 @@ void on_segv(int signal, siginfo_t* info, void* ucontext) noexcept
             const std::uintptr_t sp = interrupted_sp(ucontext);
             const bool in_guard = address >= own.low && address < own.high;
             if (in_guard || (sp != 0 && sp < own.high && address < own.high)) {
-                report_and_die(own, address, !in_guard && address < own.low, signal, info);
+                // Jumped: the frame reaches below the guard region. Its first
+                // write may land in the stack mapped below (another rank's),
+                // and the fault come only when the writes climb back into the
+                // guard: the stack pointer tells.
+                const bool jumped = (!in_guard && address < own.low) || (sp != 0 && sp < own.low);
+                report_and_die(own, address, jumped, signal, info);
                 errno = saved_errno;
                 return;
             }

@@ -452,7 +452,8 @@ Large suites:
       --lock-dir DIR     lease each device and port in DIR while a job uses
                          it, so that other pto-par runs on this machine never
                          get it at once (default: $PTO_PAR_LOCK_DIR, else
-                         /run/lock/pto-par); none: no leases
+                         /run/lock/pto-par); none: no leases. Not yet in
+                         force: runs take no leases in this version
       --retries N        run a job that fails or times out again, up to N more
                          times (a line's retries= wins); passing later is flaky
 

@@ -143,12 +143,15 @@ assert r["behind"]["start"] < r["a"]["end"], r
 PY
 }
 
-trapper='trap "echo got TERM on \$SLURMD_NODENAME; exit 143" TERM; echo ready; sleep 60 & wait'
+# The loop, not `sleep 60 & wait`: Slurm signals the step's processes one
+# by one, the sleep first, and a shell whose `wait` ends with its child
+# may exit before its own SIGTERM comes, without the trap.
+trapper='trap "echo got TERM on \$SLURMD_NODENAME; exit 143" TERM; echo ready; while :; do sleep 0.2; done'
 
 scenario_fail_fast() {
     # The failing job waits until both traps are set: a step whose task has
     # not started yet (slow under ASan) is stopped without one.
-    local ready="trap \"echo got TERM on \\\$SLURMD_NODENAME; exit 143\" TERM; touch $work/ff-ready.\$SLURM_STEP_ID; sleep 60 & wait"
+    local ready="trap \"echo got TERM on \\\$SLURMD_NODENAME; exit 143\" TERM; touch $work/ff-ready.\$SLURM_STEP_ID; while :; do sleep 0.2; done"
     # A second more for srun to hand the run both steps' headers: until it
     # has, the run takes a step for one Slurm has not started, and cancels it.
     local failing="until [ \$(ls $work/ff-ready.* 2>/dev/null | wc -l) -ge 2 ]; do sleep 0.1; done; sleep 1; exit 3"

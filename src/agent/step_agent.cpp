@@ -87,7 +87,7 @@ bool reap_some()
 // left: SIGTERM and SIGCONT to each, SIGKILL to whatever is there when the
 // grace ends (and to anything they start after). A process with no child
 // left under the agent is gone, since every orphan comes back here.
-void stop_leftovers(int sigchld_fd, std::size_t count)
+void stop_leftovers(int sigchld_fd, std::size_t count, long grace_ms)
 {
     if (count == 0 && !reap_some())
         return;
@@ -95,7 +95,7 @@ void stop_leftovers(int sigchld_fd, std::size_t count)
         (void)kill(pid, SIGTERM);  // ESRCH: already gone, which is the goal
         (void)kill(pid, SIGCONT);
     }
-    const auto kill_at = Clock::now() + std::chrono::milliseconds(leftover_grace_ms);
+    const auto kill_at = Clock::now() + std::chrono::milliseconds(grace_ms);
     while (reap_some()) {
         const auto now = Clock::now();
         int wait_ms = 100;
@@ -114,7 +114,7 @@ void stop_leftovers(int sigchld_fd, std::size_t count)
 
 }  // namespace
 
-int run_step(const char* shell, const std::string& command, std::string_view header)
+int run_step(const char* shell, const std::string& command, std::string_view header, long grace_ms)
 {
     const sigset_t blocked = agent_signals();
     sigset_t original;
@@ -150,7 +150,7 @@ int run_step(const char* shell, const std::string& command, std::string_view hea
         }
         left = runner::descendants_of_this_process().size();
         // Without a signalfd (-1) the waits are plain sleeps: poll ignores the fd.
-        stop_leftovers(sigchld.get(), left);
+        stop_leftovers(sigchld.get(), left, grace_ms);
     }
     // The last bytes of the step: nothing of the job is left to write more.
     const std::string end = std::string(slurm::step_end_marker) + std::to_string(status) + " " +

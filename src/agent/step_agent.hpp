@@ -16,12 +16,11 @@
 
 namespace pto::agent {
 
-// How long what the line left gets between SIGTERM and SIGKILL.
-inline constexpr int leftover_grace_ms = 5000;
-
 // Writes `header` (a whole frame), runs `shell -c command` with its
-// standard error on its standard output, and ends with the end frame
-// (slurm::step_end_marker). Returns the agent's exit status.
-int run_step(const char* shell, const std::string& command, std::string_view header);
+// standard error on its standard output, gives what the line left
+// `grace_ms` between SIGTERM and SIGKILL (the run's --kill-grace), and
+// ends with the end frame (slurm::step_end_marker). Returns the agent's
+// exit status.
+int run_step(const char* shell, const std::string& command, std::string_view header, long grace_ms);
 
 }  // namespace pto::agent

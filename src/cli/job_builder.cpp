@@ -25,7 +25,8 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
             // The ids are Slurm's to pick: the step replaces the placeholders.
             job.build = [&spec, &world](std::span<const int>) -> Expected<LaunchSpec> {
                 LaunchSpec launch;
-                launch.argv = step_command(world.slurm_self, world.shell, spec.command, world.device_env);
+                launch.argv = step_command(world.slurm_self, world.kill_grace_s, world.shell, spec.command,
+                                            world.device_env);
                 launch.env = {"PTO_PAR_LABEL=" + spec.label, "PTO_PAR_SEQ=" + std::to_string(spec.seq)};
                 return launch;
             };

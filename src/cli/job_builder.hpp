@@ -19,6 +19,7 @@ struct JobWorld {
     const DiscoveredPool* pool;           // what -e hands out: ids, or a variable's own entries
     int retries = 0;                      // --retries, for lines without retries=
     std::string slurm_self;               // --launcher slurm: this binary, which each step runs (step mode)
+    double kill_grace_s = 5;              // --kill-grace, which a step's agent gives what its line left
 };
 
 // `specs` must outlive the returned jobs' build functions.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -132,17 +133,20 @@ void forget_allocation_gpu_requests()
         (void)unsetenv(name);  // fails only for a bad name, which these are not
 }
 
-std::vector<std::string> step_command(const std::string& self, const std::string& shell, const std::string& command,
-                                      const std::vector<std::string>& device_env)
+std::vector<std::string> step_command(const std::string& self, double kill_grace_s, const std::string& shell,
+                                      const std::string& command, const std::vector<std::string>& device_env)
 {
-    std::vector<std::string> argv{self, step_mode_flag, shell, command};
+    const auto grace_ms = static_cast<long>(std::ceil(kill_grace_s * 1000));
+    std::vector<std::string> argv{self, step_mode_flag, std::to_string(grace_ms), shell, command};
     argv.insert(argv.end(), device_env.begin(), device_env.end());
     return argv;
 }
 
 int run_step(int argc, char** argv)
 {
-    if (argc < 4) {
+    char* end = nullptr;
+    const long grace_ms = argc < 5 ? -1 : std::strtol(argv[2], &end, 10);
+    if (grace_ms < 0 || end == argv[2] || *end != '\0') {
         std::cerr << "pto-par: " << step_mode_flag << " is pto-par's own, for the steps of --launcher slurm\n";
         return 126;
     }
@@ -158,7 +162,7 @@ int run_step(int argc, char** argv)
     const std::string list = format_device_list(*ids);
     const cmdfile::Placeholders values{format_device_range(*ids), list, std::to_string(ids->size()),
                                        label != nullptr ? label : "", seq != nullptr ? seq : "", ""};
-    const std::string command = cmdfile::expand_placeholders(argv[3], values);
+    const std::string command = cmdfile::expand_placeholders(argv[4], values);
     if (command.size() >= cmdfile::max_command_bytes) {
         std::cerr << "pto-par: the command is " << command.size()
                   << " bytes once its placeholders are replaced; the kernel takes at most "
@@ -169,7 +173,7 @@ int run_step(int argc, char** argv)
     // setenv fails only for lack of memory or a bad name; -e names were checked.
     bool ok = setenv("PTO_PAR_DEVICES", list.c_str(), 1) == 0 && setenv("PTO_PAR_NUM_DEVICES", count.c_str(), 1) == 0 &&
               setenv(device_names_variable, "", 1) == 0 && setenv(device_variable_variable, "", 1) == 0;
-    for (int i = 4; ok && i < argc; ++i)
+    for (int i = 5; ok && i < argc; ++i)
         ok = setenv(argv[i], list.c_str(), 1) == 0;
     if (!ok) {
         std::cerr << "pto-par: setenv: " << std::strerror(errno) << "\n";
@@ -183,7 +187,7 @@ int run_step(int argc, char** argv)
     const std::string header = std::string(slurm::step_header_marker) + env("SLURM_JOB_ID") + "." +
                                env("SLURM_STEP_ID") + " " + env("SLURMD_NODENAME") + " " + env("SLURM_STEP_GPUS") +
                                "\n";
-    return agent::run_step(argv[2], command, header);
+    return agent::run_step(argv[3], command, header, grace_ms);
 }
 
 }  // namespace pto::cli

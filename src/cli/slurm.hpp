@@ -29,11 +29,11 @@ std::string salloc_hint(int argc, char** argv);
 void forget_allocation_gpu_requests();
 
 // The argv that makes a step run `command` with `shell` as pto-par would:
-// this very binary in step mode.
-std::vector<std::string> step_command(const std::string& self, const std::string& shell, const std::string& command,
-                                      const std::vector<std::string>& device_env);
+// this very binary in step mode, giving what the line leaves `kill_grace_s`.
+std::vector<std::string> step_command(const std::string& self, double kill_grace_s, const std::string& shell,
+                                      const std::string& command, const std::vector<std::string>& device_env);
 
-// Step mode: argv is [pto-par, --slurm-step, SHELL, COMMAND, NAME...].
+// Step mode: argv is [pto-par, --slurm-step, GRACE_MS, SHELL, COMMAND, NAME...].
 // Runs SHELL -c COMMAND under the step agent (agent/step_agent.hpp) with
 // the job's variables; returns the exit status (126, as a shell that cannot
 // run a command, when it cannot even start).

@@ -10,7 +10,7 @@ pto_par=$(realpath "$1")
 shift
 # node_down last: it kills a slurmd, and the scenarios of one invocation
 # share a cluster.
-all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover escape stubborn
+all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover grace escape stubborn
      verdicts clean pending scancel node_down)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
@@ -278,6 +278,19 @@ scenario_leftover() {
     ((SECONDS - t0 < 15)) || fail "took $((SECONDS - t0)) s"
     grep -q '^started$' "$work/left.out" || fail "$(cat "$work/left.out")"
     grep -q 'PASS sleep' "$work/left.err" || fail "$(cat "$work/left.err")"
+}
+
+# What the line left that ignores SIGTERM gets SIGKILL after --kill-grace,
+# as a local job's leftovers do, not after a grace of the agent's own.
+scenario_grace() {
+    printf '%s\n' "sh -c \"trap '' TERM; sleep 2305\" & echo started" >"$work/grace.cmds"
+    in_allocation "$pto_par" --launcher slurm --kill-grace 0.5 --json "$work/grace.json" "$work/grace.cmds" \
+        >"$work/grace.out" 2>"$work/grace.err" || fail "exit $? $(cat "$work/grace.err")"
+    python3 - "$work/grace.json" <<'PY' || fail "$(cat "$work/grace.json" "$work/grace.err")"
+import json, sys
+r = [j for j in map(json.loads, open(sys.argv[1])) if "record" not in j]
+assert r[0]["status"] == "passed" and r[0]["duration_s"] < 3.5, r
+PY
 }
 
 # A process that escapes the line's session is stopped before its GPU is

@@ -78,7 +78,7 @@ std::optional<std::size_t> usable_stack_bytes(std::size_t bytes) noexcept
 {
     const std::size_t page = page_size();
     const std::size_t pages = bytes / page + (bytes % page != 0 ? 1 : 0);
-    if (pages > (SIZE_MAX - guard_bytes) / page) return std::nullopt;
+    if (pages > (SIZE_MAX - guard_bytes) / page - stack_colours) return std::nullopt;
     return pages * page;
 }
 
@@ -101,16 +101,17 @@ Expected<void> check_map_budget(std::size_t stacks)
                 ") or spawn fewer ranks");
 }
 
-Expected<Stack> Stack::map(std::size_t usable_bytes)
+Expected<Stack> Stack::map(std::size_t usable_bytes, std::size_t colour)
 {
-    const std::size_t total = usable_bytes + guard_bytes;
+    const std::size_t guard = guard_bytes + colour % stack_colours * page_size();
+    const std::size_t total = usable_bytes + guard;
     // Mapped inaccessible first: such a mapping is not charged against the
     // commit limit, so the guard regions cost no commit even with
     // vm.overcommit_memory=2; only the usable part is made writable.
     void* p = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (p == MAP_FAILED) return tl::unexpected(map_error("mmap", usable_bytes, errno));
     auto* base = static_cast<std::byte*>(p);
-    if (mprotect(base + guard_bytes, usable_bytes, PROT_READ | PROT_WRITE) != 0) {
+    if (mprotect(base + guard, usable_bytes, PROT_READ | PROT_WRITE) != 0) {
         // ENOMEM: splitting the mapping crossed vm.max_map_count, or the
         // commit limit refused the usable part.
         const int err = errno;
@@ -120,6 +121,7 @@ Expected<Stack> Stack::map(std::size_t usable_bytes)
     }
     Stack stack;
     stack.base_ = base;
+    stack.guard_ = guard;
     stack.mapped_ = total;
     const auto usable = stack.usable();
     stack.valgrind_id_ = valgrind_register_stack(usable.data(), usable.data() + usable.size());
@@ -128,6 +130,7 @@ Expected<Stack> Stack::map(std::size_t usable_bytes)
 
 Stack::Stack(Stack&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)),
+      guard_(std::exchange(other.guard_, 0)),
       mapped_(std::exchange(other.mapped_, 0)),
       valgrind_id_(std::exchange(other.valgrind_id_, 0))
 {
@@ -138,6 +141,7 @@ Stack& Stack::operator=(Stack&& other) noexcept
     if (this != &other) {
         release();
         base_ = std::exchange(other.base_, nullptr);
+        guard_ = std::exchange(other.guard_, 0);
         mapped_ = std::exchange(other.mapped_, 0);
         valgrind_id_ = std::exchange(other.valgrind_id_, 0);
     }
@@ -152,13 +156,13 @@ Stack::~Stack()
 std::span<std::byte> Stack::usable() const noexcept
 {
     if (base_ == nullptr) return {};
-    return {base_ + guard_bytes, mapped_ - guard_bytes};
+    return {base_ + guard_, mapped_ - guard_};
 }
 
 std::span<std::byte> Stack::guard() const noexcept
 {
     if (base_ == nullptr) return {};
-    return {base_, guard_bytes};
+    return {base_, guard_};
 }
 
 void Stack::release() noexcept

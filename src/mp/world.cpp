@@ -32,7 +32,7 @@ Expected<std::unique_ptr<World>> World::create(std::function<void(int)> fn, int 
         Rank& rank = world->ranks_[static_cast<std::size_t>(id)];
         rank.world = world.get();
         rank.id = id;
-        auto stack = Stack::map(options.usable_stack_bytes);
+        auto stack = Stack::map(options.usable_stack_bytes, static_cast<std::size_t>(id));
         if (!stack) return tl::unexpected(stack.error());
         rank.stack = std::move(*stack);
         const auto guard = rank.stack.guard();

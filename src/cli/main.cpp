@@ -22,9 +22,13 @@
 #include "cli/exec_size.hpp"
 #include "cli/job_builder.hpp"
 #include "cli/options.hpp"
+#include "cli/plan_run.hpp"
+#include "cli/pool_choice.hpp"
 #include "cli/preflight.hpp"
 #include "cli/read_input.hpp"
 #include "cli/slurm.hpp"
+#include "cli/standard_streams.hpp"
+#include "cli/static_checks.hpp"
 #include "cmdfile/commands_file.hpp"
 #include "devices/discovery.hpp"
 #include "devices/leases.hpp"
@@ -102,39 +106,6 @@ int finish_output(output::Sink& out, output::Sink& err, cli::EarlySignals& signa
     return status;
 }
 
-// Standard output shows on the terminal standard error is: what one writes
-// then takes the other's progress line away.
-bool same_terminal(int a, int b)
-{
-    struct stat sa {}, sb {};
-    return isatty(a) == 1 && isatty(b) == 1 && fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_rdev == sb.st_rdev;
-}
-
-// Whether `a` and `b` write to one place: the same pipe, file or socket
-// (`2>&1`, the usual CI log), or the same terminal. Written through two
-// sinks, a status line would then land inside a block or a line.
-bool same_destination(int a, int b)
-{
-    struct stat sa {}, sb {};
-    if (fstat(a, &sa) != 0 || fstat(b, &sb) != 0)
-        return false;
-    if (S_ISCHR(sa.st_mode) && S_ISCHR(sb.st_mode))
-        return sa.st_rdev == sb.st_rdev;
-    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
-Expected<DiscoveredPool> choose_pool(const std::string& spec)
-{
-    if (spec == "none")
-        return DiscoveredPool{{}, "-d none", {}, {}};
-    if (spec == "auto")
-        return discover_devices([](const char* name) -> const char* { return std::getenv(name); }, "/dev");
-    auto ids = parse_device_range(spec);
-    if (!ids)
-        return fail("--devices: " + ids.error().message);
-    return DiscoveredPool{std::move(*ids), "-d " + spec, {}, {}};
-}
-
 // The JUnit testsuite's name: the commands file's name without its
 // directory and extension, "pto-par" for standard input.
 std::string suite_name(const std::string& file)
@@ -145,68 +116,6 @@ std::string suite_name(const std::string& file)
     if (const auto dot = name.rfind('.'); dot != std::string::npos && dot > 0)
         name.erase(dot);
     return name.empty() ? "pto-par" : name;
-}
-
-// -j auto: on hardware a job per device (the host mostly waits on the
-// devices); on a simulator also at most one per CPU, since each simulated
-// job keeps CPUs busy; with no devices at all, one per CPU.
-std::size_t auto_parallel(const std::string& platform, std::size_t pool_size)
-{
-    // The CPUs this process may run on, as nproc(1) counts them: a taskset
-    // or cpuset narrower than the machine is what the jobs get too.
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    const std::size_t ncpu =
-        sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<std::size_t>(std::max(1, CPU_COUNT(&set))) : 1;
-    if (pool_size == 0)
-        return ncpu;
-    const bool sim = platform.size() >= 3 && platform.compare(platform.size() - 3, 3, "sim") == 0;
-    return sim ? std::min(ncpu, pool_size) : pool_size;
-}
-
-// Every job that can never fit, compiler-style; true if there was one.
-bool report_oversized(const std::string& file, const std::vector<cmdfile::JobSpec>& specs,
-                      const DiscoveredPool& pool, bool discovered)
-{
-    bool any = false;
-    const std::string pool_text =
-        pool.ids.empty() ? "no devices" : std::to_string(pool.ids.size()) + " (" + format_device_range(pool.ids) + ")";
-    for (const auto& s : specs) {
-        if (static_cast<std::size_t>(s.devices) <= pool.ids.size())
-            continue;
-        any = true;
-        std::cerr << cmdfile::format_diagnostic(
-                         file, {s.line, 1,
-                                "job '" + s.label + "' needs " + std::to_string(s.devices) + " device" +
-                                    (s.devices == 1 ? "" : "s") + " but the pool has " + pool_text})
-                  << "\n";
-    }
-    if (any)
-        std::cerr << "pto-par: note: the pool came from " << pool.source
-                  << (discovered ? "; pass the devices to use with -d, e.g. -d 0-3"
-                                      : "; widen -d or lower the job's @N")
-                  << "\n";
-    return any;
-}
-
-// Jobs of slots=S that can never fit, compiler-style; true if there was one.
-bool report_slots(const std::string& file, const std::vector<cmdfile::JobSpec>& specs, bool slurm,
-                  std::size_t device_slots)
-{
-    bool any = false;
-    for (const auto& s : specs) {
-        if (s.slots == 0 || (!slurm && static_cast<std::size_t>(s.slots) <= device_slots))
-            continue;
-        any = true;
-        const std::string why =
-            slurm ? "--launcher slurm does not share a GPU between steps (that needs Slurm's --gres=shard)"
-                  : "a device has " + std::to_string(device_slots) + " (--device-slots)";
-        std::cerr << cmdfile::format_diagnostic(file, {s.line, 1,
-                                                       "job '" + s.label + "' needs " + std::to_string(s.slots) +
-                                                           " slots of one device but " + why})
-                  << "\n";
-    }
-    return any;
 }
 
 // A stop signal taken now (SIGINT, SIGTERM, SIGHUP), 0 if none; SIGUSR1
@@ -221,128 +130,6 @@ int stop_signal_now(cli::EarlySignals& signals, const std::string& doing)
     if (*requests > 0)
         std::cerr << "[pto-par] " << doing << "\n";
     return signals.stop_signal();
-}
-
-// The jobs this run works through, in its order: the file's, narrowed to a
-// shard and to what failed last time, ordered by history.
-struct Planned {
-    std::vector<cmdfile::JobSpec> specs;
-    std::vector<std::optional<double>> expected;  // per job of `specs`, from history
-    std::string description;  // ", shard 2/4 (13 of 50 jobs)...", empty for the whole file as is
-};
-
-// `all` is taken by value: the chosen jobs are moved out of it, so that a
-// large file is held once, not twice.
-Expected<Planned> plan_run(const cli::Options& opt, std::vector<cmdfile::JobSpec> all)
-{
-    std::vector<std::string> notes;
-    auto history = plan::read_history(opt.history, notes);
-    if (!history)
-        return tl::unexpected(history.error());
-    std::vector<std::size_t> chosen(all.size());
-    for (std::size_t i = 0; i < all.size(); ++i)
-        chosen[i] = i;
-    Planned p;
-    if (opt.shard) {
-        chosen = plan::shard_jobs(all, *history, *opt.shard);
-        p.description += ", shard " + std::to_string(opt.shard->k) + "/" + std::to_string(opt.shard->n) + " (" +
-                         std::to_string(chosen.size()) + " of " + std::to_string(all.size()) + " jobs, " +
-                         (plan::expected_durations(all, *history) ==
-                                  std::vector<std::optional<double>>(all.size())
-                              ? "by position)"
-                              : "balanced by history)");
-    }
-    if (!opt.rerun_failed.empty()) {
-        auto last_run = plan::read_last_run(opt.rerun_failed, notes);
-        if (!last_run)
-            return tl::unexpected(last_run.error());
-        const std::size_t before = chosen.size();
-        chosen = plan::failed_jobs(all, chosen, *last_run);
-        p.description += ", re-running " + std::to_string(chosen.size()) + " of " + std::to_string(before) +
-                         " jobs that did not pass in " + opt.rerun_failed;
-    }
-    for (const auto& n : notes)
-        std::cerr << "pto-par: note: " << n << "\n";
-    chosen = plan::order_jobs(all, std::move(chosen), *history, opt.order);
-    if (opt.order == plan::Order::longest)
-        p.description += ", longest first";
-    const auto expected = plan::expected_durations(all, *history);
-    p.specs.reserve(chosen.size());
-    p.expected.reserve(chosen.size());
-    for (std::size_t i : chosen) {
-        p.specs.push_back(std::move(all[i]));  // each index once
-        p.expected.push_back(expected[i]);
-    }
-    return p;
-}
-
-// --launcher slurm: the allocation's nodes as the pool, checked against
-// the jobs per node; an error message when that cannot be.
-struct SlurmSetup {
-    SlurmOptions options;
-    std::vector<slurm::NodeDevices> nodes;
-    std::string job_id;
-    std::string self;  // this binary, run by each step
-    std::size_t devices = 0;
-};
-
-Expected<SlurmSetup> slurm_setup(const cli::Options& opt, int argc, char** argv)
-{
-    const char* job_id = std::getenv("SLURM_JOB_ID");
-    if (job_id == nullptr || *job_id == '\0')
-        return fail("--launcher slurm runs inside a Slurm allocation ($SLURM_JOB_ID is not set); for example:\n  " +
-                    cli::salloc_hint(argc, argv));
-    if (opt.devices != "auto")
-        return fail("--launcher slurm takes its devices from the allocation: leave out -d");
-    cli::forget_allocation_gpu_requests();
-    SlurmSetup s;
-    auto nodes = cli::read_allocation(job_id);
-    if (!nodes)
-        return tl::unexpected(nodes.error());
-    s.nodes = std::move(*nodes);
-    s.job_id = job_id;
-    for (const auto& n : s.nodes) {
-        s.options.nodes.push_back({n.name, n.ids.size()});
-        s.devices += n.ids.size();
-    }
-    char path[4096];
-    const ssize_t len = readlink("/proc/self/exe", path, sizeof path - 1);
-    if (len <= 0)
-        return tl::unexpected(sys_error("readlink /proc/self/exe (each step runs this binary)", errno));
-    s.self.assign(path, static_cast<std::size_t>(len));
-    return s;
-}
-
-std::string describe_nodes(const std::vector<slurm::NodeDevices>& nodes)
-{
-    std::string out;
-    for (const auto& n : nodes)
-        out += (out.empty() ? "" : ", ") + n.name + ":" + (n.ids.empty() ? "none" : format_device_range(n.ids));
-    return out;
-}
-
-// The static check per node: a job never spans nodes.
-bool report_oversized_per_node(const std::string& file, const std::vector<cmdfile::JobSpec>& specs,
-                               const SlurmSetup& slurm)
-{
-    std::size_t most = 0;
-    for (const auto& n : slurm.nodes)
-        most = std::max(most, n.ids.size());
-    bool any = false;
-    for (const auto& s : specs) {
-        if (static_cast<std::size_t>(s.devices) <= most)
-            continue;
-        any = true;
-        std::cerr << cmdfile::format_diagnostic(file, {s.line, 1,
-                                                       "job '" + s.label + "' needs " + std::to_string(s.devices) +
-                                                           " devices but no node of the allocation has more than " +
-                                                           std::to_string(most) + " (" + describe_nodes(slurm.nodes) +
-                                                           ")"})
-                  << "\n";
-    }
-    if (any)
-        std::cerr << "pto-par: note: a job runs on one node; ask salloc/sbatch for more GPUs per node (--gres=gpu:N)\n";
-    return any;
 }
 
 int run(int argc, char** argv, cli::EarlySignals& signals)
@@ -366,15 +153,15 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         return usage_error("--device-slots does not go with --launcher slurm: sharing a GPU between steps needs "
                            "Slurm's own sharing (--gres=shard)");
     const std::size_t device_slots = opt.device_slots.value_or(1);
-    std::optional<SlurmSetup> slurm;
+    std::optional<cli::SlurmSetup> slurm;
     if (opt.slurm) {
-        auto s = slurm_setup(opt, argc, argv);
+        auto s = cli::slurm_setup(opt, argc, argv);
         if (!s)
             return usage_error(s.error().message);
         slurm = std::move(*s);
     }
     auto pool = slurm ? Expected<DiscoveredPool>(DiscoveredPool{{}, "the Slurm allocation", {}, {}})
-                      : choose_pool(opt.devices);
+                      : cli::choose_pool(opt.devices);
     if (!pool)
         return usage_error(pool.error().message);
 
@@ -408,28 +195,16 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
             std::cerr << cmdfile::format_diagnostic(display_name, d) << "\n";
         return exit_usage;
     }
-    auto planned = plan_run(opt, std::move(parsed_file.jobs));
+    auto planned = cli::plan_run(opt, std::move(parsed_file.jobs));
     if (!planned)
         return error(planned.error().message);
     const auto& specs = planned->specs;
-    if (slurm ? report_oversized_per_node(display_name, specs, *slurm)
-              : report_oversized(display_name, specs, *pool, opt.devices == "auto"))
+    if (slurm ? cli::report_oversized_per_node(display_name, specs, slurm->nodes)
+              : cli::report_oversized(display_name, specs, *pool, opt.devices == "auto"))
         return exit_usage;
-    if (report_slots(display_name, specs, slurm.has_value(), device_slots))
+    if (cli::report_slots(display_name, specs, slurm.has_value(), device_slots))
         return exit_usage;
-    bool too_many_ports = false;
-    const int range = opt.port_high - opt.port_low + 1;
-    for (const auto& s : specs)
-        if (s.ports > range) {
-            too_many_ports = true;
-            std::cerr << cmdfile::format_diagnostic(display_name,
-                                                    {s.line, 1,
-                                                     "job '" + s.label + "' needs " + std::to_string(s.ports) +
-                                                         " ports but --ports " + std::to_string(opt.port_low) + "-" +
-                                                         std::to_string(opt.port_high) + " has " + std::to_string(range)})
-                      << "\n";
-        }
-    if (too_many_ports)
+    if (cli::report_ports(display_name, specs, opt.port_low, opt.port_high))
         return exit_usage;
     const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string(),
                               opt.kill_grace_s};
@@ -445,9 +220,9 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     // step when it has none).
     const std::size_t max_parallel =
         opt.jobs.value_or(slurm ? std::max(slurm->devices, slurm->nodes.size())
-                                : auto_parallel(opt.platform, pool->ids.size() * device_slots));
+                                : cli::auto_parallel(opt.platform, pool->ids.size() * device_slots));
     const std::string pool_text =
-        slurm ? "Slurm job " + slurm->job_id + " nodes " + describe_nodes(slurm->nodes)
+        slurm ? "Slurm job " + slurm->job_id + " nodes " + cli::describe_nodes(slurm->nodes)
               : "pool " + (pool->ids.empty() ? std::string("none") : format_device_range(pool->ids)) + " from " +
                     pool->source + (device_slots > 1 ? ", " + std::to_string(device_slots) + " slots per device" : "");
     const std::string plan_header = pool_text + ", platform " + opt.platform + ", -j " +
@@ -523,7 +298,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         return error(out_sink.error().message);
     // One ordered writer for both when they are one place: status lines
     // then queue behind the block or line being written.
-    const bool one_log = same_destination(STDOUT_FILENO, STDERR_FILENO);
+    const bool one_log = cli::same_destination(STDOUT_FILENO, STDERR_FILENO);
     auto err_sink = one_log ? Expected<std::unique_ptr<output::Sink>>(nullptr)
                             : output::Sink::open(STDERR_FILENO, "standard error", ro.spill_place);
     if (!err_sink)
@@ -553,7 +328,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (opt.progress == "always" ||
         (opt.progress == "auto" && ci == report::CiKind::none && isatty(STDERR_FILENO) == 1 &&
          !(term != nullptr && std::string_view(term) == "dumb"))) {
-        output::Sink* const same_out = same_terminal(STDOUT_FILENO, STDERR_FILENO) ? &out : nullptr;
+        output::Sink* const same_out = cli::same_terminal(STDOUT_FILENO, STDERR_FILENO) ? &out : nullptr;
         auto line = report::ProgressLine::open(err, same_out, STDERR_FILENO, jobs.size());
         if (line)
             progress = std::move(*line);

@@ -190,4 +190,38 @@ int run_step(int argc, char** argv)
     return agent::run_step(argv[3], command, header, grace_ms);
 }
 
+Expected<SlurmSetup> slurm_setup(const Options& opt, int argc, char** argv)
+{
+    const char* job_id = std::getenv("SLURM_JOB_ID");
+    if (job_id == nullptr || *job_id == '\0')
+        return fail("--launcher slurm runs inside a Slurm allocation ($SLURM_JOB_ID is not set); for example:\n  " +
+                    cli::salloc_hint(argc, argv));
+    if (opt.devices != "auto")
+        return fail("--launcher slurm takes its devices from the allocation: leave out -d");
+    cli::forget_allocation_gpu_requests();
+    SlurmSetup s;
+    auto nodes = cli::read_allocation(job_id);
+    if (!nodes)
+        return tl::unexpected(nodes.error());
+    s.nodes = std::move(*nodes);
+    s.job_id = job_id;
+    for (const auto& n : s.nodes) {
+        s.options.nodes.push_back({n.name, n.ids.size()});
+        s.devices += n.ids.size();
+    }
+    char path[4096];
+    const ssize_t len = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (len <= 0)
+        return tl::unexpected(sys_error("readlink /proc/self/exe (each step runs this binary)", errno));
+    s.self.assign(path, static_cast<std::size_t>(len));
+    return s;
+}
+
+std::string describe_nodes(const std::vector<slurm::NodeDevices>& nodes)
+{
+    std::string out;
+    for (const auto& n : nodes)
+        out += (out.empty() ? "" : ", ") + n.name + ":" + (n.ids.empty() ? "none" : format_device_range(n.ids));
+    return out;
+}
 }  // namespace pto::cli

@@ -11,6 +11,7 @@
 #include <pto/error.hpp>
 #include <pto/scheduler.hpp>
 
+#include "cli/options.hpp"
 #include "slurm/allocation.hpp"
 
 namespace pto::cli {
@@ -38,5 +39,20 @@ std::vector<std::string> step_command(const std::string& self, double kill_grace
 // the job's variables; returns the exit status (126, as a shell that cannot
 // run a command, when it cannot even start).
 int run_step(int argc, char** argv);
+
+// --launcher slurm: the allocation's nodes as the pool, checked against
+// the jobs per node; an error message when that cannot be.
+struct SlurmSetup {
+    SlurmOptions options;
+    std::vector<slurm::NodeDevices> nodes;
+    std::string job_id;
+    std::string self;  // this binary, run by each step
+    std::size_t devices = 0;
+};
+
+Expected<SlurmSetup> slurm_setup(const Options& opt, int argc, char** argv);
+
+// "n1:0-1, n2:none"
+std::string describe_nodes(const std::vector<slurm::NodeDevices>& nodes);
 
 }  // namespace pto::cli

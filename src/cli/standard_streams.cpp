@@ -1,0 +1,24 @@
+#include "cli/standard_streams.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace pto::cli {
+
+bool same_terminal(int a, int b)
+{
+    struct stat sa {}, sb {};
+    return isatty(a) == 1 && isatty(b) == 1 && fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_rdev == sb.st_rdev;
+}
+
+bool same_destination(int a, int b)
+{
+    struct stat sa {}, sb {};
+    if (fstat(a, &sa) != 0 || fstat(b, &sb) != 0)
+        return false;
+    if (S_ISCHR(sa.st_mode) && S_ISCHR(sb.st_mode))
+        return sa.st_rdev == sb.st_rdev;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+}  // namespace pto::cli

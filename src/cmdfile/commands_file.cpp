@@ -14,6 +14,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "cmdfile/default_labels.hpp"
+#include "cmdfile/spaces.hpp"
 #include "common/seconds.hpp"
 
 namespace pto::cmdfile {
@@ -23,22 +25,12 @@ namespace {
 constexpr std::size_t max_errors = 20;
 // Device ids go up to 65535 (SPEC 2), so no pool can hold more than this.
 constexpr long max_devices = 65536;
-constexpr std::size_t default_label_max_bytes = 48;
 
 constexpr std::string_view utf8_bom = "\xEF\xBB\xBF";
-
-bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
-}
 
 bool is_control(char c) {
     const auto u = static_cast<unsigned char>(c);
     return u < 0x20 || u == 0x7f;
-}
-
-std::size_t skip_spaces(std::string_view s, std::size_t i) {
-    while (i < s.size() && is_space(s[i])) ++i;
-    return i;
 }
 
 std::string_view trim_right(std::string_view s) {
@@ -356,98 +348,6 @@ private:
     Directive result_;
     std::array<bool, 6> seen_{};
 };
-
-// ---- default labels -------------------------------------------------------
-//
-// A job without label=... is named after what it runs, so that status lines
-// and reports read "test_add.py", not "job 17":
-//  1. split the command on whitespace (naively: no shell quoting) and strip
-//     quotes and shell punctuation ("'();&|<>`) from each word's ends;
-//  2. skip leading VAR=value assignments (a command of nothing else is
-//     "job");
-//  3. pick the first argument after the program that looks like a file
-//     (contains '/', or a '.' followed by a letter: "tests/test_add.py",
-//     "lint.sh"), ignoring options ("-m", "--out=dir/x"); failing that, the
-//     program itself ("./run.sh", "sleep");
-//  4. take its basename (trailing slashes ignored), replace every byte
-//     outside [A-Za-z0-9._+-] by '_', keep at most 48 bytes; "job" if empty;
-//  5. if an explicit label anywhere in the file or an earlier default has
-//     that name, append "-<seq>" until it is unique ("sleep", "sleep-2").
-
-std::vector<std::string_view> split_words(std::string_view s) {
-    constexpr std::string_view punct = "\"'();&|<>`";
-    std::vector<std::string_view> words;
-    std::size_t i = skip_spaces(s, 0);
-    while (i < s.size()) {
-        std::size_t end = i;
-        while (end < s.size() && !is_space(s[end])) ++end;
-        std::string_view w = s.substr(i, end - i);
-        while (!w.empty() && punct.find(w.front()) != std::string_view::npos)
-            w.remove_prefix(1);
-        while (!w.empty() && punct.find(w.back()) != std::string_view::npos)
-            w.remove_suffix(1);
-        if (!w.empty()) words.push_back(w);
-        i = skip_spaces(s, end);
-    }
-    return words;
-}
-
-bool is_alpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-bool is_assignment(std::string_view w) {
-    const std::size_t eq = w.find('=');
-    if (eq == std::string_view::npos || eq == 0 || is_digit(w.front())) return false;
-    return std::all_of(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(eq),
-                       [](char c) { return is_alpha(c) || is_digit(c) || c == '_'; });
-}
-
-bool looks_like_file(std::string_view w) {
-    if (w.starts_with('-')) return false;
-    if (w.find('/') != std::string_view::npos) return true;
-    for (std::size_t i = 0; i + 1 < w.size(); ++i)
-        if (w[i] == '.' && is_alpha(w[i + 1])) return true;
-    return false;
-}
-
-std::string_view basename(std::string_view w) {
-    while (!w.empty() && w.back() == '/') w.remove_suffix(1);
-    const std::size_t slash = w.rfind('/');
-    return slash == std::string_view::npos ? w : w.substr(slash + 1);
-}
-
-std::string safe_name(std::string_view w) {
-    std::string out(w.substr(0, default_label_max_bytes));
-    for (char& c : out)
-        if (!is_alpha(c) && !is_digit(c) && c != '.' && c != '_' && c != '+' && c != '-')
-            c = '_';
-    return out.empty() ? "job" : out;
-}
-
-std::string default_label_base(std::string_view command) {
-    std::vector<std::string_view> words = split_words(command);
-    words.erase(words.begin(),
-                std::find_if_not(words.begin(), words.end(), is_assignment));
-    if (words.empty()) return "job";
-    // The program's arguments first: in "examples/fake_pytest tests/test_add.py"
-    // the test file says more than the runner does.
-    const auto arg = std::find_if(words.begin() + 1, words.end(), looks_like_file);
-    return safe_name(basename(arg != words.end() ? *arg : words.front()));
-}
-
-void assign_default_labels(std::vector<JobSpec>& jobs) {
-    std::unordered_set<std::string> taken;
-    for (const JobSpec& j : jobs)
-        if (j.label_given) taken.insert(j.label);
-    for (JobSpec& j : jobs) {
-        if (j.label_given) continue;
-        std::string name = default_label_base(j.command);
-        const std::string suffix = "-" + std::to_string(j.seq);
-        while (taken.contains(name)) name += suffix;
-        taken.insert(name);
-        j.label = std::move(name);
-    }
-}
 
 // ---- the file -------------------------------------------------------------
 

@@ -161,6 +161,10 @@ bool numbered(std::string_view row, std::string_view prefix)
 
 TEST_CASE("progress line on a terminal: drawn in place within the width, gone from the final screen")
 {
+    if (!pseudo_terminals_usable()) {
+        MESSAGE("skipped: no pseudo-terminal can be opened here");
+        return;
+    }
     TempDir dir;
     const auto file = dir.write("p.cmds", many_jobs(40, "@0,label=bad sleep 0.2; echo bad-out; exit 3\n"));
     Setup tty;
@@ -199,6 +203,10 @@ TEST_CASE("progress line on a terminal: drawn in place within the width, gone fr
 
 TEST_CASE("progress line: stream output on the same terminal comes above it, every line whole")
 {
+    if (!pseudo_terminals_usable()) {
+        MESSAGE("skipped: no pseudo-terminal can be opened here");
+        return;
+    }
     TempDir dir;
     std::string text;
     for (int i = 1; i <= 6; ++i)
@@ -223,6 +231,10 @@ TEST_CASE("progress line: stream output on the same terminal comes above it, eve
 
 TEST_CASE("progress line: a resized terminal gets a line that fits its new width")
 {
+    if (!pseudo_terminals_usable()) {
+        MESSAGE("skipped: no pseudo-terminal can be opened here");
+        return;
+    }
     TempDir dir;
     Setup tty;
     tty.terminal_cols = 120;
@@ -251,6 +263,10 @@ TEST_CASE("progress line: a resized terminal gets a line that fits its new width
 
 TEST_CASE("progress line: never in a pipe, on TERM=dumb, in a CI log or with --progress never; always forces it")
 {
+    if (!pseudo_terminals_usable()) {
+        MESSAGE("skipped: no pseudo-terminal can be opened here");
+        return;
+    }
     TempDir dir;
     const auto file = dir.write("n.cmds", "@0,label=a sleep 0.3\n@0,label=b sleep 0.3\n");
     CHECK(run({pto_par(), "-d", "none", file}).err.find('\r') == std::string::npos);  // stderr is a pipe

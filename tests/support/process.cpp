@@ -328,6 +328,19 @@ bool cgroups_usable()
     return usable;
 }
 
+bool pseudo_terminals_usable()
+{
+    const int fd = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        std::fprintf(stderr, "posix_openpt: %s (no devpts on /dev/pts?): the terminal tests are skipped\n",
+                     std::strerror(errno));
+        return false;
+    }
+    const bool usable = grantpt(fd) == 0 && unlockpt(fd) == 0 && ptsname(fd) != nullptr;
+    (void)close(fd);  // only opened to try
+    return usable;
+}
+
 bool subreaper_usable()
 {
     int was = 0;

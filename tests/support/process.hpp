@@ -145,6 +145,11 @@ bool gone_within(pid_t pid, std::chrono::milliseconds limit);
 // cgroup v2 hierarchy); tests of that mode say so and skip elsewhere.
 bool cgroups_usable();
 
+// True where a pseudo-terminal can be opened: not in a chroot or container
+// whose /dev has no devpts mounted on /dev/pts. The terminal tests skip
+// elsewhere, saying why.
+bool pseudo_terminals_usable();
+
 // True where a process can be a child subreaper; qemu-user refuses it
 // (EINVAL), and the tests of what pto-par does with orphans then skip,
 // naming qemu.

@@ -11,11 +11,15 @@ namespace pto::cli {
 
 // What starting one job can hold at once: its pipe (2), the pipe an exec
 // failure comes back through (2), its spill file, and under cgroup
-// containment its cgroup's directory, cgroup.procs and cgroup.events; and
-// what the run itself opens (its signalfd, /dev/null, the guardian's pipe).
+// containment its cgroup's directory and cgroup.events; a child born in its
+// cgroup by clone3 needs no such pipe, one moved there needs cgroup.procs
+// too. Under cgroups the run's own cgroup directory, held locked, is
+// counted here as well. And what the run itself opens (its signalfd,
+// /dev/null, the guardian's pipe).
 inline constexpr std::size_t run_descriptors = 3;
 inline constexpr std::size_t job_descriptors_pgroup = 5;
-inline constexpr std::size_t job_descriptors_cgroup = 8;
+inline constexpr std::size_t job_descriptors_cgroup_clone3 = 6;
+inline constexpr std::size_t job_descriptors_cgroup = 9;
 
 // Raises the soft RLIMIT_NOFILE to the hard limit (jobs inherit it); a
 // failure leaves the limit as it was, which the check below then judges.

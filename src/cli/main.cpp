@@ -44,6 +44,7 @@
 #include "common/replaced_file.hpp"
 #include "common/signal_names.hpp"
 #include "common/unique_fd.hpp"
+#include "runner/launcher.hpp"
 #include "runner/signal_channel.hpp"
 
 namespace {
@@ -394,8 +395,9 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
 
     // Everything of pto-par's own is open now: what is left is the jobs'.
     if (!slurm)
-        if (auto ok = cli::check_descriptors(containment->starts_with("cgroup") ? cli::job_descriptors_cgroup
-                                                                               : cli::job_descriptors_pgroup);
+        if (auto ok = cli::check_descriptors(!containment->starts_with("cgroup") ? cli::job_descriptors_pgroup
+                                             : runner::can_start_in_cgroup() ? cli::job_descriptors_cgroup_clone3
+                                                                             : cli::job_descriptors_cgroup);
             !ok)
             return error(ok.error().message);
 

@@ -321,9 +321,6 @@ Expected<JobCgroup> RunCgroup::make_job(const std::string& name)
     job.dir_ = UniqueFd(open(job.path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!job.dir_)
         return tl::unexpected(sys_error("cannot open " + job.path_, errno));
-    job.procs_ = UniqueFd(open((job.path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
-    if (!job.procs_)
-        return tl::unexpected(sys_error("cannot open " + job.path_ + "/cgroup.procs", errno));
     if (!job.events_)
         job.events_ = UniqueFd(open((job.path_ + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC));
     if (!job.events_)

@@ -30,17 +30,11 @@ public:
     JobCgroup& operator=(const JobCgroup&) = delete;
     ~JobCgroup();  // kills what is left, then removes the directory
 
-    // The directory, for clone3's CLONE_INTO_CGROUP; and cgroup.procs, open
-    // for writing, where a child writes "0" to move itself in before exec
-    // where clone3 cannot. Needed only until then: close_start_fds() gives
-    // the descriptors back.
+    // The directory, for clone3's CLONE_INTO_CGROUP (or its cgroup.procs,
+    // where a child moves itself in where clone3 cannot). Needed only until
+    // then: close_start_fds() gives the descriptor back.
     int dir_fd() const { return dir_.get(); }
-    int procs_fd() const { return procs_.get(); }
-    void close_start_fds()
-    {
-        dir_.reset();
-        procs_.reset();
-    }
+    void close_start_fds() { dir_.reset(); }
     // Open for reading: POLLPRI when `populated` changes.
     int events_fd() const { return events_.get(); }
 
@@ -54,7 +48,6 @@ private:
     friend class RunCgroup;
     std::string path_;
     UniqueFd dir_;
-    UniqueFd procs_;
     UniqueFd events_;
     mutable bool killed_ = false;  // kill_all() was used: not for another job (RunCgroup::recycle)
 };

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <linux/sched.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 
 #include <array>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 
@@ -20,6 +22,11 @@ namespace {
 
 // What the child needs, prepared in full by the parent: between vfork and
 // execve the child may only make system calls.
+struct ExecFailure {
+    int err;
+    char step[52];
+};
+
 struct ChildPlan {
     const char* path;
     char* const* argv;
@@ -28,7 +35,8 @@ struct ChildPlan {
     int dev_null;
     int out_fd;
     int cgroup_procs;  // -1, or where the child writes its pid to join a cgroup
-    int report_fd;  // close-on-exec: EOF at execve, or the failure written
+    int report_fd;  // close-on-exec: EOF at execve, or the failure written; -1: report_memory
+    ExecFailure* report_memory;  // memory the parent sees, and reads once the child has exec'd or exited
     pid_t parent;
 };
 
@@ -37,19 +45,19 @@ struct ChildPlan {
 // pipe or a file-size limit must reach the job as they would reach any program.
 constexpr std::array reset_always{SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE, SIGXFSZ};
 
-struct ExecFailure {
-    int err;
-    char step[52];
-};
-
-// The failure goes through a pipe rather than the memory vfork shares: where
-// vfork is a fork (qemu-user), shared memory would never reach the parent.
+// After vfork the failure goes through a pipe rather than the memory vfork
+// shares: where vfork is a fork (qemu-user), shared memory would never reach
+// the parent, which would not wait for the exec either. clone3 with
+// CLONE_VFORK is what it says wherever it exists, and writes to memory:
+// two descriptors fewer for each job at its start.
 [[noreturn]] void child_fail(const ChildPlan* plan, const char* step)
 {
     ExecFailure f{errno, {}};
     std::strncpy(f.step, step, sizeof f.step - 1);
-    // If this write fails the parent still sees exit 127 with no reason.
-    (void)!write(plan->report_fd, &f, sizeof f);
+    if (plan->report_memory != nullptr)
+        *plan->report_memory = f;
+    else
+        (void)!write(plan->report_fd, &f, sizeof f);  // failed: the parent still sees exit 127, with no reason
     _exit(127);
 }
 
@@ -204,11 +212,32 @@ constexpr std::size_t child_stack_size = 32 * 1024;
     }
     return static_cast<pid_t>(pid);
 #else
+    // The child is a copy, as after fork; CLONE_VFORK still holds this
+    // thread until it has exec'd or exited, so that its report is there.
+    args.flags |= CLONE_VFORK;
     const long pid = syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0)
         exec_child(plan);
     *err = errno;  // before the mask is restored
     return static_cast<pid_t>(pid);
+#endif
+}
+
+// Where a child born by clone3 reports a failed exec: memory this process
+// sees. With CLONE_VM that is any of its own; a child that is a copy writes
+// to a shared page, one per thread, mapped at the first launch (nullptr if
+// that fails: the caller then takes the path with a pipe).
+ExecFailure* clone3_report(ExecFailure* own)
+{
+#ifdef PTO_CLONE_VFORK
+    return own;
+#else
+    (void)own;
+    static thread_local ExecFailure* shared = [] {
+        void* p = mmap(nullptr, sizeof(ExecFailure), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? nullptr : static_cast<ExecFailure*>(p);
+    }();
+    return shared;
 #endif
 }
 
@@ -249,7 +278,18 @@ Expected<std::string> resolve_program(const std::string& name, std::string_view 
     return fail(name + ": command not found in PATH", ENOENT);
 }
 
-Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx, int cgroup_dir, int cgroup_procs)
+bool can_start_in_cgroup()
+{
+    // A descriptor that cannot be open: EBADF where the call and the flag
+    // exist, ENOSYS or EINVAL where they do not; no process is made.
+    clone_args args{};
+    args.flags = CLONE_INTO_CGROUP;
+    args.exit_signal = SIGCHLD;
+    args.cgroup = INT_MAX;
+    return syscall(SYS_clone3, &args, sizeof args) < 0 && errno == EBADF;
+}
+
+Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx, int cgroup_dir)
 {
     if (spec.argv.empty())
         return fail("empty command line");
@@ -267,27 +307,45 @@ Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx, int cgr
     UniqueFd write_end(fds[1]);
     if (auto ok = set_nonblocking(read_end.get()); !ok)
         return tl::unexpected(ok.error());
+
+    ChildPlan plan{path->c_str(), argv.data(), envp.data(), spec.cwd.empty() ? nullptr : spec.cwd.c_str(),
+                   ctx.dev_null, write_end.get(), -1, -1, nullptr, getpid()};
+    int start_errno = 0;
+    pid_t pid = -1;
+    ExecFailure own{};
+    if (ExecFailure* report = cgroup_dir >= 0 ? clone3_report(&own) : nullptr) {
+        *report = ExecFailure{};
+        plan.report_memory = report;
+        pid = start_child_in_cgroup(&plan, cgroup_dir, &start_errno);  // born in the cgroup
+        if (pid < 0 && start_errno != ENOSYS && start_errno != EINVAL && start_errno != E2BIG)
+            return tl::unexpected(sys_error("clone3", start_errno));
+        if (pid >= 0) {
+            if (report->step[0] == '\0')
+                return Child{pid, std::move(read_end)};
+            const ExecFailure f = *report;
+            // The child has _exit()ed; reap it so no zombie is left.
+            while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+            }
+            return tl::unexpected(sys_error(std::string(f.step) + " " + *path, f.err));
+        }
+        plan.report_memory = nullptr;
+    }
+    // vfork: its child joins the cgroup itself, through cgroup.procs.
+    UniqueFd procs;
+    if (cgroup_dir >= 0) {
+        procs = UniqueFd(openat(cgroup_dir, "cgroup.procs", O_WRONLY | O_CLOEXEC));
+        if (!procs)
+            return tl::unexpected(sys_error("cannot open cgroup.procs of the job's cgroup", errno));
+        plan.cgroup_procs = procs.get();
+    }
     if (pipe2(fds, O_CLOEXEC) != 0)
         return tl::unexpected(sys_error("pipe2", errno));
     UniqueFd report_read(fds[0]);
     UniqueFd report_write(fds[1]);
-
-    const ChildPlan plan{path->c_str(), argv.data(), envp.data(), spec.cwd.empty() ? nullptr : spec.cwd.c_str(),
-                         ctx.dev_null, write_end.get(), cgroup_procs, report_write.get(), getpid()};
-    int start_errno = 0;
-    pid_t pid = -1;
-    if (cgroup_dir >= 0) {
-        ChildPlan in_cgroup = plan;
-        in_cgroup.cgroup_procs = -1;  // born there
-        pid = start_child_in_cgroup(&in_cgroup, cgroup_dir, &start_errno);
-        if (pid < 0 && start_errno != ENOSYS && start_errno != EINVAL && start_errno != E2BIG)
-            return tl::unexpected(sys_error("clone3", start_errno));
-    }
-    if (pid < 0) {
-        pid = start_child(&plan, &start_errno);
-        if (pid < 0)
-            return tl::unexpected(sys_error("vfork", start_errno));
-    }
+    plan.report_fd = report_write.get();
+    pid = start_child(&plan, &start_errno);
+    if (pid < 0)
+        return tl::unexpected(sys_error("vfork", start_errno));
     write_end.reset();
     report_write.reset();
 

@@ -31,10 +31,17 @@ struct LaunchContext {
 // stdout and stderr joined on a fresh pipe, every signal at its default and
 // none blocked; the child gets SIGKILL if this process dies. With
 // `cgroup_dir` >= 0 (a cgroup's directory) the child is born in that cgroup
-// where the kernel can (clone3), else it moves itself there through
-// `cgroup_procs` (its cgroup.procs, open for writing) before it runs anything. An error means nothing was left
-// running; its sys_errno is EMFILE/ENFILE/EAGAIN when a resource was short.
-Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx, int cgroup_dir = -1, int cgroup_procs = -1);
+// where the kernel can (clone3), else it moves itself there through the
+// cgroup's cgroup.procs before it runs anything. An error means nothing was
+// left running; its sys_errno is EMFILE/ENFILE/EAGAIN when a resource was
+// short.
+Expected<Child> launch(const LaunchSpec& spec, const LaunchContext& ctx, int cgroup_dir = -1);
+
+// Whether this kernel (not qemu-user, which has no clone3) starts a child
+// in a cgroup with clone3: such a child costs two descriptors fewer at its
+// start (launch reports an exec failure through memory, not a pipe) and
+// needs no cgroup.procs. Asked of the kernel without starting anything.
+bool can_start_in_cgroup();
 
 // The file execve would run for argv[0]: itself when it holds a '/', else the
 // first executable match in `path_var`.

@@ -154,7 +154,7 @@ Expected<std::unique_ptr<JobProcess>> Run::spawn(std::size_t index, const Launch
             return tl::unexpected(cg.error());
         cgroup = std::move(*cg);
     }
-    auto child = launch(spec, ctx_, cgroup ? cgroup->dir_fd() : -1, cgroup ? cgroup->procs_fd() : -1);
+    auto child = launch(spec, ctx_, cgroup ? cgroup->dir_fd() : -1);
     if (cgroup)
         cgroup->close_start_fds();
     if (!child)

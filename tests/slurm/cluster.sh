@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A local two-node Slurm on this machine, for the slurm test suite:
 # slurmctld and two slurmd (-N n1, -N n2) on 127.0.0.1, munge, two fake GPUs
-# per node (character devices with /dev/null's numbers, which is what gres.conf
+# per node (PTO_PAR_SLURM_NODES=N: N nodes, for bench/slurm_dispatch) (character devices with /dev/null's numbers, which is what gres.conf
 # needs to hand CUDA_VISIBLE_DEVICES to steps). Everything lives in DIR.
 #
 #   cluster.sh start DIR   # installs the Debian packages if missing; prints nothing on success
@@ -17,7 +17,10 @@ set -uo pipefail
 cmd=${1:-}
 dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop DIR" >&2; exit 2; }
-nodes=(n1 n2)
+count=${PTO_PAR_SLURM_NODES:-2}
+[[ $count =~ ^[1-9][0-9]?$ ]] || { echo "PTO_PAR_SLURM_NODES=$count: 1 to 99 nodes" >&2; exit 2; }
+nodes=()
+for i in $(seq "$count"); do nodes+=("n$i"); done
 
 # Only a PID we recorded, and only while it still is the daemon we started:
 # a recycled PID belongs to someone else. All get SIGTERM at once (each
@@ -76,7 +79,7 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends \
         slurmctld slurmd slurm-client munge >/dev/null || cannot_run "cannot install Slurm's Debian packages"
 fi
-for port in 6817 6818 6819; do
+for port in $(seq 6817 $((6817 + count))); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
         echo "port $port is in use: another Slurm is running here" >&2
         exit 1
@@ -118,10 +121,11 @@ ReturnToService=2
 MpiDefault=none
 MailProg=/bin/true
 SlurmdParameters=config_overrides
-NodeName=n1 NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=6818 CPUs=4 Boards=1 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=$mem Gres=gpu:2
-NodeName=n2 NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=6819 CPUs=4 Boards=1 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=$mem Gres=gpu:2
-PartitionName=local Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
 CONF
+for i in $(seq "$count"); do
+    echo "NodeName=n$i NodeHostname=$(hostname) NodeAddr=127.0.0.1 Port=$((6817 + i)) CPUs=4 Boards=1 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=$mem Gres=gpu:2"
+done >>"$dir/slurm.conf"
+echo "PartitionName=local Nodes=n[1-$count] Default=YES MaxTime=INFINITE State=UP" >>"$dir/slurm.conf"
 : >"$dir/gres.conf"
 for n in "${nodes[@]}"; do
     mkdir -p "$dir/dev/$n" "$dir/state/$n"
@@ -162,7 +166,7 @@ dead_daemon() {
     return 1
 }
 for _ in $(seq 300); do
-    if [ "$(sinfo -h -o '%t %D' 2>/dev/null)" = "idle 2" ]; then
+    if [ "$(sinfo -h -o '%t %D' 2>/dev/null)" = "idle $count" ]; then
         exit 0
     fi
     if reason=$(dead_daemon); then
@@ -170,4 +174,4 @@ for _ in $(seq 300); do
     fi
     sleep 0.1
 done
-fail "the two nodes did not come up idle within 30 s: $(sinfo -h 2>&1)"
+fail "the $count nodes did not come up idle within 30 s: $(sinfo -h 2>&1)"

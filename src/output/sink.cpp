@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/sendfile.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,7 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 
 namespace pto::output {
 namespace {
@@ -382,7 +380,8 @@ void Sink::on_ready(short)
     flush();
 }
 
-Expected<int> drain(std::span<Sink* const> sinks, int signal_fd, int timeout_ms)
+Expected<int> drain(std::span<Sink* const> sinks, int signal_fd, const std::function<int()>& take_stop,
+                    int timeout_ms)
 {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     std::vector<pollfd> fds;
@@ -415,20 +414,9 @@ Expected<int> drain(std::span<Sink* const> sinks, int signal_fd, int timeout_ms)
         std::size_t first = 0;
         if (signal_fd >= 0) {
             first = 1;
-            if (fds[0].revents != 0) {
-                signalfd_siginfo info{};
-                for (;;) {
-                    const ssize_t got = read(signal_fd, &info, sizeof info);
-                    if (retry(got))
-                        continue;
-                    if (got != static_cast<ssize_t>(sizeof info))
-                        break;  // EAGAIN: all read
-                    const int sig = static_cast<int>(info.ssi_signo);
-                    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
-                        return sig;
-                    // SIGCHLD, SIGUSR1: nothing runs any more to report on.
-                }
-            }
+            if (fds[0].revents != 0)
+                if (const int sig = take_stop(); sig != 0)
+                    return sig;
         }
         for (std::size_t i = first; i < fds.size(); ++i)
             if (fds[i].revents != 0)

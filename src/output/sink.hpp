@@ -107,9 +107,11 @@ private:
 };
 
 // At the end of a run: waits in poll until every sink has written all it
-// holds (or can write no more). A SIGINT, SIGTERM or SIGHUP read from
-// `signal_fd` (a signalfd; < 0: none) ends the wait and is returned; 0 when
+// holds (or can write no more). When `signal_fd` (< 0: none) is readable,
+// `take_stop` reads it and returns a stop signal (SIGINT, SIGTERM, SIGHUP)
+// taken, else 0: a stop signal ends the wait and is returned; 0 when
 // everything was written, or when `timeout_ms` (>= 0) passed first.
-Expected<int> drain(std::span<Sink* const> sinks, int signal_fd, int timeout_ms = -1);
+Expected<int> drain(std::span<Sink* const> sinks, int signal_fd, const std::function<int()>& take_stop,
+                    int timeout_ms = -1);
 
 }  // namespace pto::output

@@ -137,6 +137,43 @@ TEST_CASE("a stop signal while the reports are written waits for them, then sets
     CHECK(report.find("</testsuite>") != std::string::npos);
 }
 
+TEST_CASE("of two stop signals while the reports are written, the first one sets the exit status")
+{
+    TempDir dir;
+    // As above: the JUnit report to a FIFO not read yet holds pto-par in
+    // its reports. SIGTERM comes first, then SIGINT, whose lower number the
+    // kernel hands out first when both are pending.
+    const auto xml = dir.file("junit.xml");
+    REQUIRE(mkfifo(xml.c_str(), 0600) == 0);
+    const int reader = open(xml.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    REQUIRE(reader >= 0);
+    Process p({pto_par(), "-d", "none", "--output", "none", "--junit", xml,
+               dir.write("big.cmds", "@0,label=big seq 1 100000\n")});
+    REQUIRE(p.wait_for_stderr("1 passed, 0 failed", 30s));
+    std::this_thread::sleep_for(200ms);
+    p.send(SIGTERM);
+    std::this_thread::sleep_for(50ms);
+    p.send(SIGINT);
+    std::this_thread::sleep_for(200ms);
+    char buf[65536];
+    for (int idle = 0; idle < 500;) {
+        const ssize_t n = read(reader, buf, sizeof buf);
+        if (n > 0) {
+            idle = 0;
+        } else if (n == 0 || errno != EAGAIN) {
+            break;
+        } else {
+            ++idle;
+            std::this_thread::sleep_for(10ms);
+        }
+    }
+    close(reader);
+    const auto r = p.wait(30s);
+    CHECK(r.signal == 0);
+    CHECK(r.exit_code == 143);
+    CHECK(r.err.find("stopped by SIGTERM after the last job ended") != std::string::npos);
+}
+
 TEST_CASE("pto-par /dev/zero is an immediate error with flat memory")
 {
     const auto r = run({pto_par(), "-d", "none", "/dev/zero"}, {}, {}, 3s);

@@ -611,6 +611,11 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     }
     ro.observer = &fanout;
     ro.whole_output = output.needs_whole_output() || junit || logs;
+    // The live block's bytes go to standard output in the kernel, unless
+    // a report or a log needs them all: then they pass through here, as
+    // keeping them takes a copy anyway.
+    if (opt.output == report::OutputMode::group && !junit && !logs)
+        ro.output_passage = [&output](std::size_t index) { return output.passage_for(index); };
 
     if (!planned->description.empty() && opt.verbosity == 0)
         status.note(std::to_string(specs.size()) + " jobs" + planned->description);

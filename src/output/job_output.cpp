@@ -138,7 +138,11 @@ JobOutput::JobOutput(JobOutput&& o) noexcept
       discarded_(o.discarded_),
       dropped_(o.dropped_),
       error_(std::move(o.error_)),
-      notice_(std::move(o.notice_))
+      notice_(std::move(o.notice_)),
+      passed_r_(std::exchange(o.passed_r_, -1)),
+      passed_w_(std::exchange(o.passed_w_, -1)),
+      passed_(std::exchange(o.passed_, 0)),
+      null_(std::exchange(o.null_, -1))
 {
 }
 
@@ -146,6 +150,7 @@ JobOutput& JobOutput::operator=(JobOutput&& o) noexcept
 {
     if (this != &o) {
         close_file();
+        end_passing();
         memory_limit_ = o.memory_limit_;
         widened_ = o.widened_;
         place_ = std::move(o.place_);
@@ -159,6 +164,10 @@ JobOutput& JobOutput::operator=(JobOutput&& o) noexcept
         dropped_ = o.dropped_;
         error_ = std::move(o.error_);
         notice_ = std::move(o.notice_);
+        passed_r_ = std::exchange(o.passed_r_, -1);
+        passed_w_ = std::exchange(o.passed_w_, -1);
+        passed_ = std::exchange(o.passed_, 0);
+        null_ = std::exchange(o.null_, -1);
     }
     return *this;
 }
@@ -166,6 +175,7 @@ JobOutput& JobOutput::operator=(JobOutput&& o) noexcept
 JobOutput::~JobOutput()
 {
     close_file();
+    end_passing();
 }
 
 void JobOutput::close_file()
@@ -337,18 +347,23 @@ ssize_t read_once(int fd, char* buf, std::size_t size)
 
 }  // namespace
 
+void JobOutput::widen(int fd)
+{
+    if (widened_ || size() <= memory_limit_)
+        return;
+    widened_ = true;
+    // A job that prints this much gets a wider pipe: it blocks, and wakes
+    // the loop, a sixteenth as often. Only such jobs, since the kernel
+    // counts pipe memory per user (pipe-user-pages-soft) and the jobs' own
+    // pipelines share it. Refused (EPERM past that limit): the pipe keeps
+    // working at its size.
+    (void)fcntl(fd, F_SETPIPE_SZ, wide_pipe);
+}
+
 JobOutput::Taken JobOutput::take_from_pipe(int fd, std::size_t max_bytes,
                                            const std::function<void(std::string_view)>& live)
 {
-    if (!widened_ && size() > memory_limit_) {
-        widened_ = true;
-        // A job that prints this much gets a wider pipe: it blocks, and
-        // wakes the loop, a sixteenth as often. Only such jobs, since the
-        // kernel counts pipe memory per user (pipe-user-pages-soft) and the
-        // jobs' own pipelines share it. Refused (EPERM past that limit):
-        // the pipe keeps working at its size.
-        (void)fcntl(fd, F_SETPIPE_SZ, wide_pipe);
-    }
+    widen(fd);
     // The first memory_limit bytes are read, as most jobs print no more:
     // they never touch the disk.
     if (!live && spilled_ && !error_) {

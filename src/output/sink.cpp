@@ -5,6 +5,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,6 +92,12 @@ Expected<std::unique_ptr<Sink>> Sink::open(int fd, std::string name, const Spill
     // A closed descriptor: the first write names the error (EBADF).
     if (fstat(fd, &st) != 0)
         return s;
+    const int caller_flags = fcntl(fd, F_GETFL);
+    if (S_ISFIFO(st.st_mode))
+        s->passable_ = Passable::pipe;
+    else if ((S_ISREG(st.st_mode) && caller_flags >= 0 && (caller_flags & O_APPEND) == 0) ||
+             (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)))  // /dev/null
+        s->passable_ = Passable::file;
     if (S_ISSOCK(st.st_mode)) {
         s->kind_ = Kind::socket;
     } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
@@ -128,6 +135,13 @@ Sink::~Sink()
     // descriptor stays usable either way.
     if (restore_flags_ >= 0)
         (void)fcntl(fd_, F_SETFL, restore_flags_);
+}
+
+JobOutput::Passage Sink::passage() const
+{
+    if (passable_ == Passable::no || dead() || !pieces_.empty() || before_write_)
+        return {};
+    return {fd_, passable_ == Passable::pipe};
 }
 
 ssize_t Sink::put(const char* data, std::size_t size)

@@ -45,6 +45,12 @@ public:
     // reader or into the backlog, never through this process's memory.
     void write(const JobOutput& output);
 
+    // Where bytes may be moved to in the kernel (splice, tee) now, to come
+    // out right after what was written: when nothing is pending, to a pipe,
+    // a regular file not opened O_APPEND (splice refuses it) or /dev/null,
+    // and not on a terminal shared with a progress line. fd < 0: not now.
+    JobOutput::Passage passage() const;
+
     // Called before the bytes of any write go out, so that a line drawn on
     // the same terminal (the progress line) can take itself away first.
     void set_before_write(std::function<void()> f) { before_write_ = std::move(f); }
@@ -93,6 +99,8 @@ private:
     int restore_flags_ = -1;  // the caller's flags to put back (the fallback)
     Kind kind_ = Kind::plain;
     bool sendfile_ok_ = true;
+    enum class Passable { no, pipe, file };
+    Passable passable_ = Passable::no;
     std::string name_;
     std::size_t memory_limit_;
     UniqueFd backlog_;

@@ -115,9 +115,11 @@ void Run::report_status()
     report.finished = finished_;
     report.elapsed_s = seconds(now - began_);
     for (const auto& j : set_.jobs())
-        if (!j->is_check())
+        if (!j->is_check()) {
+            j->output().settle();
             report.running.push_back(
                 {&jobs_[j->index()], &results_[j->index()], seconds(now - j->started()), &j->output()});
+        }
     opt_.observer->on_status(report);
 }
 
@@ -187,7 +189,10 @@ void Run::read(JobProcess& j, int max_reads)
         };
     else if (j.step() != nullptr)
         live = [this, &j](std::string_view) { note_step_start(j); };
-    j.read_output(read_chunk, max_reads, live);
+    JobOutput::Passage passage;
+    if (watched && opt_.output_passage && !opt_.keep_output && j.step() == nullptr)
+        passage = opt_.output_passage(j.index());
+    j.read_output(read_chunk, max_reads, live, passage);
     if (auto moved = j.output().take_notice())
         notice("job '" + jobs_[j.index()].label + "': " + *moved);
     note_step_start(j);
@@ -286,6 +291,7 @@ void Run::end_try(JobProcess& j)
 void Run::report(JobProcess& j, bool abandoned)
 {
     JobResult& res = results_[j.index()];
+    j.output().settle();
     if ((res.status == JobStatus::failed || res.status == JobStatus::timeout) && !abandoned &&
         will_retry(j.index())) {
         retry(j.index(), j.output());

@@ -107,10 +107,22 @@ public:
     // last_line() and the other readers see it. Before anyone reads.
     void settle();
 
+    // A full disk (SPEC: a full disk pauses, never drops): when no place
+    // of the fallback list has room for the spill file, the bytes already
+    // taken wait in memory and take_from_pipe reads nothing more, trying
+    // the file again at each call, until there is room.
+    bool paused() const { return paused_; }
+    // From now on no pause: what cannot be written is lost, as the run must
+    // end (its time limit, a signal).
+    void stop_pausing();
+
     // Bytes of output taken from the job and not lost: with tail_only the
     // first discarded() of them are no longer held, and only the bytes
     // [discarded(), size()) of the output are kept.
-    std::uint64_t size() const { return discarded_ + passed_ + (spilled_ ? file_size_ : memory().size()); }
+    std::uint64_t size() const
+    {
+        return discarded_ + passed_ + held_back_.size() + (spilled_ ? file_size_ : memory().size());
+    }
     std::uint64_t discarded() const { return discarded_; }  // by choice (tail_only): not lost
     std::uint64_t dropped() const { return dropped_; }
     const std::optional<Error>& error() const { return error_; }
@@ -153,6 +165,8 @@ private:
     void keep_tail(std::string_view bytes);
     void close_file();
     bool move_to_next_place(int err);
+    // Writes what waited for room; false when it still finds none.
+    bool resume();
 
     // Past memory_limit_, the job's pipe `fd` is made wider.
     void widen(int fd);
@@ -176,6 +190,10 @@ private:
     std::uint64_t dropped_ = 0;
     std::optional<Error> error_;
     std::string notice_;  // take_notice()
+    bool pausable_ = false;    // in take_from_pipe
+    bool never_pause_ = false;
+    bool paused_ = false;
+    std::string held_back_;    // taken, waiting for room in the spill file
     // pass_from_pipe: the end of the output not settled yet, a pipe's two
     // ends, how many bytes it holds, and /dev/null for what is trimmed.
     int passed_r_ = -1, passed_w_ = -1;

@@ -139,9 +139,13 @@ JobOutput::JobOutput(JobOutput&& o) noexcept
       dropped_(o.dropped_),
       error_(std::move(o.error_)),
       notice_(std::move(o.notice_)),
+      never_pause_(o.never_pause_),
+      paused_(o.paused_),
+      held_back_(std::move(o.held_back_)),
       passed_r_(std::exchange(o.passed_r_, -1)),
       passed_w_(std::exchange(o.passed_w_, -1)),
       passed_(std::exchange(o.passed_, 0)),
+      passed_room_(o.passed_room_),
       null_(std::exchange(o.null_, -1))
 {
 }
@@ -164,9 +168,13 @@ JobOutput& JobOutput::operator=(JobOutput&& o) noexcept
         dropped_ = o.dropped_;
         error_ = std::move(o.error_);
         notice_ = std::move(o.notice_);
+        never_pause_ = o.never_pause_;
+        paused_ = o.paused_;
+        held_back_ = std::move(o.held_back_);
         passed_r_ = std::exchange(o.passed_r_, -1);
         passed_w_ = std::exchange(o.passed_w_, -1);
         passed_ = std::exchange(o.passed_, 0);
+        passed_room_ = o.passed_room_;
         null_ = std::exchange(o.null_, -1);
     }
     return *this;
@@ -199,6 +207,10 @@ void JobOutput::append(std::string_view bytes)
         memory_.append(bytes);
         return;
     }
+    if (paused_) {
+        held_back_.append(bytes);  // behind what waits for room, in order
+        return;
+    }
     if (!spilled_)
         spill();
     write_file(bytes);
@@ -226,8 +238,21 @@ void JobOutput::write_file(std::string_view bytes)
             if (errno == EINTR)
                 continue;
             const int err = errno;
-            if ((err == ENOSPC || err == EDQUOT) && move_to_next_place(err))
+            const bool full = err == ENOSPC || err == EDQUOT || err == EFBIG;
+            if (full && move_to_next_place(err))
                 continue;
+            // No place has room: the bytes wait here, and the job's pipe is
+            // not read until there is room (take_from_pipe). Not for a size
+            // limit (EFBIG), which no waiting lifts.
+            if ((err == ENOSPC || err == EDQUOT) && pausable_ && !never_pause_) {
+                if (!paused_)
+                    notice_ = "no room for its output in " + (place_.dir.empty() ? tmpdir_from_environment() : place_.dir) +
+                              " (" + std::strerror(err) +
+                              ") nor in the other temporary places; it is not read until there is (the job waits)";
+                paused_ = true;
+                held_back_.append(bytes);
+                return;
+            }
             error_ = sys_error("writing job output to a temporary file", err);
             break;
         }
@@ -235,6 +260,23 @@ void JobOutput::write_file(std::string_view bytes)
         bytes.remove_prefix(static_cast<std::size_t>(n));
     }
     dropped_ += bytes.size();
+}
+
+bool JobOutput::resume()
+{
+    paused_ = false;
+    const std::string back = std::exchange(held_back_, std::string());
+    write_file(back);
+    if (!paused_)
+        notice_ = "there is room for its output again; it is read again";
+    return !paused_;
+}
+
+void JobOutput::stop_pausing()
+{
+    never_pause_ = true;
+    if (paused_)
+        resume();  // what still finds no room is lost, and error() says why
 }
 
 // A full place: the next of the fallback list ($TMPDIR, /tmp, /var/tmp,
@@ -364,6 +406,14 @@ JobOutput::Taken JobOutput::take_from_pipe(int fd, std::size_t max_bytes,
                                            const std::function<void(std::string_view)>& live)
 {
     widen(fd);
+    // Only bytes taken from a pipe may wait for room: the pipe then waits too.
+    pausable_ = true;
+    const struct Unpausable {
+        bool& flag;
+        ~Unpausable() { flag = false; }
+    } unpausable{pausable_};
+    if (paused_ && !resume())
+        return {0, false};
     // The first memory_limit bytes are read, as most jobs print no more:
     // they never touch the disk.
     if (!live && spilled_ && !error_) {
@@ -445,6 +495,8 @@ Expected<void> JobOutput::for_each_chunk(const std::function<bool(std::string_vi
         if (!sink(std::string_view(buf.data(), static_cast<std::size_t>(n))))
             return {};
     }
+    if (!held_back_.empty())
+        sink(held_back_);
     return {};
 }
 

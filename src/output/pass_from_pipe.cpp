@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 #include <vector>
 
 namespace pto {
@@ -64,6 +65,10 @@ void JobOutput::keep_end_only()
 {
     if (tail_only_)
         return;
+    // What waited for room was shown with the rest (for_each_chunk): it
+    // waits no more.
+    const std::string back = std::exchange(held_back_, std::string());
+    paused_ = false;
     const std::string end = tail(tail_keep);
     discarded_ = size() - end.size();
     close_file();
@@ -74,6 +79,7 @@ void JobOutput::keep_end_only()
     held_ = end.size();
     // keep_tail and take_from_pipe expect a tail-only buffer of full size.
     memory_.resize(tail_bound());
+    keep_tail(back);
 }
 
 void JobOutput::end_passing()

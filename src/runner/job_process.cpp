@@ -40,6 +40,9 @@ void reap_within(pid_t pid, int ms)
 
 constexpr std::size_t pass_rest_below = 512 * 1024;
 constexpr auto pass_rest = std::chrono::microseconds(100);
+// How often a job whose output found no room tries again: no event says
+// that a file system has room.
+constexpr auto paused_retry = std::chrono::milliseconds(500);
 
 }  // namespace
 
@@ -91,10 +94,14 @@ void JobProcess::read_output(std::size_t chunk, int max_reads, const std::functi
                 resting_until_ = Clock::now() + pass_rest;
             return;
         }
-        if (got.eof)
+        if (got.eof) {
             out_.reset();
-        else if (got.bytes == 0)
+        } else if (got.bytes == 0) {
+            // No room for its output: the pipe is looked at again in a while.
+            if (output_.paused())
+                resting_until_ = Clock::now() + paused_retry;
             return;
+        }
     }
 }
 

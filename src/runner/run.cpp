@@ -208,6 +208,14 @@ void Run::finish_ended()
         // Whatever the job wrote before it ended is in the pipe; a process
         // that left it may hold the pipe open, so stop at "empty".
         read(*j, 0);
+        if (j->output().paused()) {
+            // Its output waits for room (a full disk): the job is not over
+            // until it is kept, unless the run must end now.
+            if (stopped_by_signal_ == 0 && !run_timed_out_)
+                continue;
+            j->output().stop_pausing();
+            read(*j, 0);
+        }
         // Its group is empty: from here on its id may be another's.
         if (ctx_.guardian != nullptr)
             ctx_.guardian->job_ended(j->pid());

@@ -193,6 +193,7 @@ private:
     bool pausable_ = false;    // in take_from_pipe
     bool never_pause_ = false;
     bool paused_ = false;
+    bool pause_said_ = false;  // the notice of this pause is given
     std::string held_back_;    // taken, waiting for room in the spill file
     // pass_from_pipe: the end of the output not settled yet, a pipe's two
     // ends, how many bytes it holds, and /dev/null for what is trimmed.

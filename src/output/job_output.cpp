@@ -141,6 +141,7 @@ JobOutput::JobOutput(JobOutput&& o) noexcept
       notice_(std::move(o.notice_)),
       never_pause_(o.never_pause_),
       paused_(o.paused_),
+      pause_said_(o.pause_said_),
       held_back_(std::move(o.held_back_)),
       passed_r_(std::exchange(o.passed_r_, -1)),
       passed_w_(std::exchange(o.passed_w_, -1)),
@@ -170,6 +171,7 @@ JobOutput& JobOutput::operator=(JobOutput&& o) noexcept
         notice_ = std::move(o.notice_);
         never_pause_ = o.never_pause_;
         paused_ = o.paused_;
+        pause_said_ = o.pause_said_;
         held_back_ = std::move(o.held_back_);
         passed_r_ = std::exchange(o.passed_r_, -1);
         passed_w_ = std::exchange(o.passed_w_, -1);
@@ -207,10 +209,6 @@ void JobOutput::append(std::string_view bytes)
         memory_.append(bytes);
         return;
     }
-    if (paused_) {
-        held_back_.append(bytes);  // behind what waits for room, in order
-        return;
-    }
     if (!spilled_)
         spill();
     write_file(bytes);
@@ -232,6 +230,10 @@ void JobOutput::spill()
 
 void JobOutput::write_file(std::string_view bytes)
 {
+    if (paused_) {
+        held_back_.append(bytes);  // behind what waits for room, in order
+        return;
+    }
     while (!bytes.empty() && !error_) {
         const ssize_t n = pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(file_size_));
         if (n < 0) {
@@ -245,11 +247,12 @@ void JobOutput::write_file(std::string_view bytes)
             // not read until there is room (take_from_pipe). Not for a size
             // limit (EFBIG), which no waiting lifts.
             if ((err == ENOSPC || err == EDQUOT) && pausable_ && !never_pause_) {
-                if (!paused_)
+                if (!pause_said_)
                     notice_ = "no room for its output in " + (place_.dir.empty() ? tmpdir_from_environment() : place_.dir) +
                               " (" + std::strerror(err) +
                               ") nor in the other temporary places; it is not read until there is (the job waits)";
                 paused_ = true;
+                pause_said_ = true;
                 held_back_.append(bytes);
                 return;
             }
@@ -267,8 +270,10 @@ bool JobOutput::resume()
     paused_ = false;
     const std::string back = std::exchange(held_back_, std::string());
     write_file(back);
-    if (!paused_)
+    if (!paused_ && !error_ && pause_said_) {
         notice_ = "there is room for its output again; it is read again";
+        pause_said_ = false;
+    }
     return !paused_;
 }
 

@@ -69,6 +69,7 @@ void JobOutput::keep_end_only()
     // waits no more.
     const std::string back = std::exchange(held_back_, std::string());
     paused_ = false;
+    pause_said_ = false;
     const std::string end = tail(tail_keep);
     discarded_ = size() - end.size();
     close_file();

@@ -281,4 +281,38 @@ TEST_CASE("no temporary place with room: the job's output waits, then goes on, n
     CHECK(dir.read("out") == std::string(3000000, 'b'));
 }
 
+TEST_CASE("no temporary place with room and a stop signal: the run ends at once and says what was lost")
+{
+    TempDir dir;
+    if (geteuid() != 0 || std::system("unshare -m true 2>/dev/null") != 0) {
+        MESSAGE("skipped: needs root and unshare -m");
+        return;
+    }
+    // As above, but SIGTERM comes while the job waits for room: the run must
+    // end, so it does not wait for room any more. (--output failed: a block
+    // that is never live, kept whole whatever else runs.)
+    const auto cmds = dir.write("full.cmds", "@0,label=big head -c 3000000 /dev/zero | tr '\\0' b\n");
+    const std::string script =
+        "exec 3<\"$1\" 4>\"$2\" 5>\"$3\" || exit 3\n"
+        "for d in /tmp /var/tmp /dev/shm; do\n"
+        "  mount -t tmpfs -o size=4m tmpfs $d && head -c 3900000 /dev/zero > $d/filler || exit 3\n"
+        "done\n"
+        "TMPDIR=/tmp \"$0\" -d none --output failed /dev/fd/3 >&4 2>&5 &\n"
+        "run=$!\n"
+        "for i in $(seq 200); do grep -q 'is not read until there is' /proc/self/fd/5 && break; sleep 0.1; done\n"
+        "kill -TERM $run\n"
+        "wait $run\n";
+    const auto r = run({"/usr/bin/unshare", "-m", "/bin/sh", "-c", script, pto_par(), cmds, dir.file("out"),
+                        dir.file("err")},
+                       {}, {}, 60s);
+    const auto err = dir.read("err");
+    CAPTURE(err);
+    CHECK(r.exit_code == 143);
+    CHECK(r.seconds < 10);
+    CHECK(err.find("KILLED big signal=SIGTERM") != std::string::npos);
+    CHECK(err.find("No space left on device (") != std::string::npos);
+    CHECK(err.find("bytes of output lost)") != std::string::npos);
+    CHECK(err.find("there is room for its output again") == std::string::npos);
+}
+
 }  // TEST_SUITE

@@ -474,12 +474,13 @@ TEST_CASE("--output stream with --log-dir and --junit: they still get every byte
     CHECK(xml.find("a line of job output\na line of</system-out>") != std::string::npos);
 }
 
-TEST_CASE("a hung job's TIMEOUT report shows the end of its output in stream and none modes too")
+TEST_CASE("a hung job's TIMEOUT report shows the end of its output in stream and none modes, and live")
 {
     TempDir dir;
     const auto file = dir.write("hung.cmds", "@0,label=hung yes 'filler line' | head -c 4800000; "
                                              "echo TAIL-MARKER; sleep 60\n");
-    for (const std::string mode : {"stream", "none"}) {
+    // group: a lone job, whose live block went to standard output in the kernel.
+    for (const std::string mode : {"stream", "none", "group"}) {
         CAPTURE(mode);
         const auto r = run({pto_par(), "-d", "none", "--output", mode, "--timeout", "2", "--dump-grace", "0.2",
                             "--kill-grace", "0.5", file},

@@ -65,6 +65,23 @@ void check_tail(const JobOutput& out, const std::string& all, std::size_t memory
     CHECK(*str == kept);
 }
 
+// A job writing `all` to the non-blocking pipe end `w` in pieces of 5000
+// bytes, then closing it.
+std::thread write_in_pieces(int w, const std::string& all)
+{
+    return std::thread([w, &all] {
+        std::size_t at = 0;
+        while (at < all.size()) {
+            const ssize_t n = write(w, all.data() + at, std::min<std::size_t>(all.size() - at, 5000));
+            if (n > 0)
+                at += static_cast<std::size_t>(n);
+            else
+                usleep(100);  // EAGAIN: the reader is behind
+        }
+        close(w);
+    });
+}
+
 }  // namespace
 
 TEST_SUITE("job_output") {
@@ -108,17 +125,7 @@ TEST_CASE("a pipe read into a tail_only output: every byte seen live, the end ke
         CAPTURE(live);
         int fds[2];
         REQUIRE(pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0);
-        std::thread writer([w = fds[1], &all] {
-            std::size_t at = 0;
-            while (at < all.size()) {
-                const ssize_t n = write(w, all.data() + at, std::min<std::size_t>(all.size() - at, 5000));
-                if (n > 0)
-                    at += static_cast<std::size_t>(n);
-                else
-                    usleep(100);  // EAGAIN: the reader is behind
-            }
-            close(w);
-        });
+        std::thread writer = write_in_pieces(fds[1], all);
         auto out = JobOutput::tail_only(1 << 20);
         std::string seen;
         const std::function<void(std::string_view)> watch = [&seen](std::string_view b) { seen.append(b); };
@@ -169,17 +176,7 @@ TEST_CASE("pass_from_pipe: every byte reaches a pipe or a file as it was written
             REQUIRE(file >= 0);
             unlink(file_name);
         }
-        std::thread writer([w = job[1], &all] {
-            std::size_t at = 0;
-            while (at < all.size()) {
-                const ssize_t n = write(w, all.data() + at, std::min<std::size_t>(all.size() - at, 5000));
-                if (n > 0)
-                    at += static_cast<std::size_t>(n);
-                else
-                    usleep(100);
-            }
-            close(w);
-        });
+        std::thread writer = write_in_pieces(job[1], all);
         auto out = JobOutput::reserve(pto::SpillPlace{});
         REQUIRE(out);
         out->append(before);

@@ -109,7 +109,8 @@ int finish_output(output::Sink& out, output::Sink& err, cli::EarlySignals& signa
         // reader that is slow, not stopped: a second at most, and a stop
         // signal ends that wait too.
         output::Sink* const own[] = {&err};
-        (void)output::drain(own, signals.fd(), [&signals] { return new_stop_signal(signals); }, 1000);  // what is left is lost either way: nothing more to say
+        // What is left is lost either way: nothing more to say.
+        (void)output::drain(own, signals.fd(), [&signals] { return new_stop_signal(signals); }, 1000);
     }
     return status;
 }

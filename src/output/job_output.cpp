@@ -247,9 +247,9 @@ void JobOutput::write_file(std::string_view bytes)
             // not read until there is room (take_from_pipe). Not for a size
             // limit (EFBIG), which no waiting lifts.
             if ((err == ENOSPC || err == EDQUOT) && pausable_ && !never_pause_) {
+                const std::string dir = place_.dir.empty() ? tmpdir_from_environment() : place_.dir;
                 if (!pause_said_)
-                    notice_ = "no room for its output in " + (place_.dir.empty() ? tmpdir_from_environment() : place_.dir) +
-                              " (" + std::strerror(err) +
+                    notice_ = "no room for its output in " + dir + " (" + std::strerror(err) +
                               ") nor in the other temporary places; it is not read until there is (the job waits)";
                 paused_ = true;
                 pause_said_ = true;

@@ -155,7 +155,8 @@ TEST_CASE("drain waits for the reader and stops for a stop signal")
     Sink* const sinks[] = {sink->get()};
     const auto got = pto::output::drain(sinks, sfd, [sfd] {
         signalfd_siginfo info{};
-        return read(sfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info) ? static_cast<int>(info.ssi_signo) : 0;
+        const bool one = read(sfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info);
+        return one ? static_cast<int>(info.ssi_signo) : 0;
     });
     close(sfd);
     REQUIRE(sigprocmask(SIG_SETMASK, &old, nullptr) == 0);

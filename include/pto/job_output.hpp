@@ -74,6 +74,16 @@ public:
     struct Taken {
         std::size_t bytes = 0;  // 0 and !eof: the pipe is empty for now
         bool eof = false;       // the write end is closed, or the pipe is unreadable
+        bool refused = false;   // pass_from_pipe only: nothing moved, take them with take_from_pipe
+    };
+    // Where a job's bytes may go as they are, in the kernel: standard
+    // output, when nothing waits to be written before them.
+    struct Passage {
+        int fd = -1;
+        bool pipe = false;  // a pipe; else a regular file or /dev/null
+        // The bytes are shown as they come and nobody else keeps them
+        // whole: only the end is kept (keep_end_only), with fd or without.
+        bool shown = false;
     };
     // Takes what the non-blocking pipe `fd` holds, at most `max_bytes`.
     // With `live` the bytes pass through memory and `live` sees them; without
@@ -81,10 +91,38 @@ public:
     // never through user space.
     Taken take_from_pipe(int fd, std::size_t max_bytes, const std::function<void(std::string_view)>& live);
 
+    // Moves what the non-blocking pipe `fd` holds, at most `max_bytes`, to
+    // `to` without a copy through user space (tee and splice). From the
+    // first call on only the end of the output is kept, as with tail_only
+    // (what was kept whole before is cut to its end): the bytes passed on
+    // are nobody else's to keep. That end is kept in a pipe of its own,
+    // by reference to the same pages, until settle(). `refused` when `to`
+    // takes nothing now (full: EAGAIN) or cannot take a splice: the bytes
+    // are still in `fd`.
+    Taken pass_from_pipe(int fd, std::size_t max_bytes, const Passage& to);
+    // From now on only the end is kept, as with tail_only; what was kept
+    // whole before is cut to its end and its spill file closed.
+    void keep_end_only();
+    // What pass_from_pipe keeps of the end goes into memory, where tail(),
+    // last_line() and the other readers see it. Before anyone reads.
+    void settle();
+
+    // A full disk (SPEC: a full disk pauses, never drops): when no place
+    // of the fallback list has room for the spill file, the bytes already
+    // taken wait in memory and take_from_pipe reads nothing more, trying
+    // the file again at each call, until there is room.
+    bool paused() const { return paused_; }
+    // From now on no pause: what cannot be written is lost, as the run must
+    // end (its time limit, a signal).
+    void stop_pausing();
+
     // Bytes of output taken from the job and not lost: with tail_only the
     // first discarded() of them are no longer held, and only the bytes
     // [discarded(), size()) of the output are kept.
-    std::uint64_t size() const { return discarded_ + (spilled_ ? file_size_ : memory().size()); }
+    std::uint64_t size() const
+    {
+        return discarded_ + passed_ + held_back_.size() + (spilled_ ? file_size_ : memory().size());
+    }
     std::uint64_t discarded() const { return discarded_; }  // by choice (tail_only): not lost
     std::uint64_t dropped() const { return dropped_; }
     const std::optional<Error>& error() const { return error_; }
@@ -127,6 +165,17 @@ private:
     void keep_tail(std::string_view bytes);
     void close_file();
     bool move_to_next_place(int err);
+    // Writes what waited for room; false when it still finds none.
+    bool resume();
+
+    // Past memory_limit_, the job's pipe `fd` is made wider.
+    void widen(int fd);
+    bool begin_passing();
+    void end_passing();
+    // Makes room in the end's pipe: what lies before its last tail_keep bytes goes.
+    void trim_passed();
+    // Empties the end's pipe: its bytes count as discarded.
+    void drop_passed();
 
     std::size_t memory_limit_ = default_memory_limit;
     bool widened_ = false;  // the pipe's size, after the job printed a lot
@@ -141,6 +190,17 @@ private:
     std::uint64_t dropped_ = 0;
     std::optional<Error> error_;
     std::string notice_;  // take_notice()
+    bool pausable_ = false;    // in take_from_pipe
+    bool never_pause_ = false;
+    bool paused_ = false;
+    bool pause_said_ = false;  // the notice of this pause is given
+    std::string held_back_;    // taken, waiting for room in the spill file
+    // pass_from_pipe: the end of the output not settled yet, a pipe's two
+    // ends, how many bytes it holds, and /dev/null for what is trimmed.
+    int passed_r_ = -1, passed_w_ = -1;
+    std::uint64_t passed_ = 0;
+    std::uint64_t passed_room_ = 0;  // the end pipe's size
+    int null_ = -1;
 };
 
 }  // namespace pto

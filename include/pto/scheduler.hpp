@@ -230,6 +230,14 @@ struct RunOptions {
     // With output_live, the jobs (by index) whose bytes the observer wants
     // now; empty: every job. The others keep the splice.
     std::function<bool(std::size_t)> output_live_for;
+    // The live job's way to standard output without a copy through user
+    // space (--output group's live block): where the bytes of the job at
+    // `index` may go as they are, now (fd < 0: not now), and whether that
+    // job's bytes are shown as they come (Passage::shown). The bytes of
+    // such a job are not kept: only the end of its output is, as without
+    // whole_output, so set it only when no observer needs the job whole
+    // (without effect with keep_output).
+    std::function<JobOutput::Passage(std::size_t)> output_passage;
     bool handle_signals = true;       // SIGINT/SIGTERM/SIGHUP stop the run, SIGUSR1 asks for status
     bool keep_output = false;         // copy each job's output into JobResult::output
     // Some observer reads a job's whole output in on_finish or on_retry (a

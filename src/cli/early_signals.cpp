@@ -21,7 +21,7 @@ Expected<int> EarlySignals::take()
     for (const int sig : *got) {
         if (sig == SIGUSR1)
             ++status_requests;
-        else if (sig != SIGCHLD && stop_signal_ == 0)
+        else if (sig != SIGCHLD && ++stops_taken_ == 1)
             stop_signal_ = sig;
         // SIGCHLD: a child of run_jobs reaped by then, or one pto-par was
         // started with; either way nothing to do here.

@@ -26,12 +26,15 @@ public:
     // The first SIGINT, SIGTERM or SIGHUP taken so far, 0 if none. Sticky,
     // so that whichever poll loop read it, the exit status still says so.
     int stop_signal() const { return stop_signal_; }
+    // How many stop signals were taken so far.
+    int stops_taken() const { return stops_taken_; }
 
 private:
     explicit EarlySignals(runner::SignalChannel channel) : channel_(std::move(channel)) {}
 
     runner::SignalChannel channel_;
     int stop_signal_ = 0;
+    int stops_taken_ = 0;
 };
 
 }  // namespace pto::cli

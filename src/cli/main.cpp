@@ -66,6 +66,18 @@ int error(const std::string& message)
     return exit_usage;
 }
 
+// For the waits on the readers at the end: reads the pending signals and
+// returns the stop signal that decides the exit status when one more came
+// (the first of the run's: signals.stop_signal()), else 0.
+int new_stop_signal(cli::EarlySignals& signals)
+{
+    const int seen = signals.stops_taken();
+    // A signalfd that cannot be read is no reason to stop waiting.
+    if (!signals.take())
+        return 0;
+    return signals.stops_taken() != seen ? signals.stop_signal() : 0;
+}
+
 // After the run and its reports: at a normal end, waits for the readers of
 // standard output and error as any filter does, until a stop signal; when
 // the run must end (its time limit, a signal) it does not wait, and says
@@ -76,7 +88,7 @@ int finish_output(output::Sink& out, output::Sink& err, cli::EarlySignals& signa
     // One sink when standard output and error are one place.
     const std::span<output::Sink* const> sinks(both, &out == &err ? 1 : 2);
     if (!must_end) {
-        auto drained = output::drain(sinks, signals.fd());
+        auto drained = output::drain(sinks, signals.fd(), [&signals] { return new_stop_signal(signals); });
         if (!drained)
             err.write("pto-par: error: " + drained.error().message + "\n");
         else if (*drained != 0)
@@ -102,7 +114,8 @@ int finish_output(output::Sink& out, output::Sink& err, cli::EarlySignals& signa
         // reader that is slow, not stopped: a second at most, and a stop
         // signal ends that wait too.
         output::Sink* const own[] = {&err};
-        (void)output::drain(own, signals.fd(), 1000);  // what is left is lost either way: nothing more to say
+        // What is left is lost either way: nothing more to say.
+        (void)output::drain(own, signals.fd(), [&signals] { return new_stop_signal(signals); }, 1000);
     }
     return status;
 }
@@ -376,6 +389,11 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     }
     ro.observer = &fanout;
     ro.whole_output = output.needs_whole_output() || junit || logs;
+    // The live block's bytes go to standard output in the kernel, unless
+    // a report or a log needs them all: then they pass through here, as
+    // keeping them takes a copy anyway.
+    if (opt.output == report::OutputMode::group && !junit && !logs)
+        ro.output_passage = [&output](std::size_t index) { return output.passage_for(index); };
 
     if (!planned->description.empty() && opt.verbosity == 0)
         status.note(std::to_string(specs.size()) + " jobs" + planned->description);

@@ -138,7 +138,16 @@ JobOutput::JobOutput(JobOutput&& o) noexcept
       discarded_(o.discarded_),
       dropped_(o.dropped_),
       error_(std::move(o.error_)),
-      notice_(std::move(o.notice_))
+      notice_(std::move(o.notice_)),
+      never_pause_(o.never_pause_),
+      paused_(o.paused_),
+      pause_said_(o.pause_said_),
+      held_back_(std::move(o.held_back_)),
+      passed_r_(std::exchange(o.passed_r_, -1)),
+      passed_w_(std::exchange(o.passed_w_, -1)),
+      passed_(std::exchange(o.passed_, 0)),
+      passed_room_(o.passed_room_),
+      null_(std::exchange(o.null_, -1))
 {
 }
 
@@ -146,6 +155,7 @@ JobOutput& JobOutput::operator=(JobOutput&& o) noexcept
 {
     if (this != &o) {
         close_file();
+        end_passing();
         memory_limit_ = o.memory_limit_;
         widened_ = o.widened_;
         place_ = std::move(o.place_);
@@ -159,6 +169,15 @@ JobOutput& JobOutput::operator=(JobOutput&& o) noexcept
         dropped_ = o.dropped_;
         error_ = std::move(o.error_);
         notice_ = std::move(o.notice_);
+        never_pause_ = o.never_pause_;
+        paused_ = o.paused_;
+        pause_said_ = o.pause_said_;
+        held_back_ = std::move(o.held_back_);
+        passed_r_ = std::exchange(o.passed_r_, -1);
+        passed_w_ = std::exchange(o.passed_w_, -1);
+        passed_ = std::exchange(o.passed_, 0);
+        passed_room_ = o.passed_room_;
+        null_ = std::exchange(o.null_, -1);
     }
     return *this;
 }
@@ -166,6 +185,7 @@ JobOutput& JobOutput::operator=(JobOutput&& o) noexcept
 JobOutput::~JobOutput()
 {
     close_file();
+    end_passing();
 }
 
 void JobOutput::close_file()
@@ -210,14 +230,32 @@ void JobOutput::spill()
 
 void JobOutput::write_file(std::string_view bytes)
 {
+    if (paused_) {
+        held_back_.append(bytes);  // behind what waits for room, in order
+        return;
+    }
     while (!bytes.empty() && !error_) {
         const ssize_t n = pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(file_size_));
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             const int err = errno;
-            if ((err == ENOSPC || err == EDQUOT) && move_to_next_place(err))
+            const bool full = err == ENOSPC || err == EDQUOT || err == EFBIG;
+            if (full && move_to_next_place(err))
                 continue;
+            // No place has room: the bytes wait here, and the job's pipe is
+            // not read until there is room (take_from_pipe). Not for a size
+            // limit (EFBIG), which no waiting lifts.
+            if ((err == ENOSPC || err == EDQUOT) && pausable_ && !never_pause_) {
+                const std::string dir = place_.dir.empty() ? tmpdir_from_environment() : place_.dir;
+                if (!pause_said_)
+                    notice_ = "no room for its output in " + dir + " (" + std::strerror(err) +
+                              ") nor in the other temporary places; it is not read until there is (the job waits)";
+                paused_ = true;
+                pause_said_ = true;
+                held_back_.append(bytes);
+                return;
+            }
             error_ = sys_error("writing job output to a temporary file", err);
             break;
         }
@@ -225,6 +263,25 @@ void JobOutput::write_file(std::string_view bytes)
         bytes.remove_prefix(static_cast<std::size_t>(n));
     }
     dropped_ += bytes.size();
+}
+
+bool JobOutput::resume()
+{
+    paused_ = false;
+    const std::string back = std::exchange(held_back_, std::string());
+    write_file(back);
+    if (!paused_ && !error_ && pause_said_) {
+        notice_ = "there is room for its output again; it is read again";
+        pause_said_ = false;
+    }
+    return !paused_;
+}
+
+void JobOutput::stop_pausing()
+{
+    never_pause_ = true;
+    if (paused_)
+        resume();  // what still finds no room is lost, and error() says why
 }
 
 // A full place: the next of the fallback list ($TMPDIR, /tmp, /var/tmp,
@@ -337,18 +394,31 @@ ssize_t read_once(int fd, char* buf, std::size_t size)
 
 }  // namespace
 
+void JobOutput::widen(int fd)
+{
+    if (widened_ || size() <= memory_limit_)
+        return;
+    widened_ = true;
+    // A job that prints this much gets a wider pipe: it blocks, and wakes
+    // the loop, a sixteenth as often. Only such jobs, since the kernel
+    // counts pipe memory per user (pipe-user-pages-soft) and the jobs' own
+    // pipelines share it. Refused (EPERM past that limit): the pipe keeps
+    // working at its size.
+    (void)fcntl(fd, F_SETPIPE_SZ, wide_pipe);
+}
+
 JobOutput::Taken JobOutput::take_from_pipe(int fd, std::size_t max_bytes,
                                            const std::function<void(std::string_view)>& live)
 {
-    if (!widened_ && size() > memory_limit_) {
-        widened_ = true;
-        // A job that prints this much gets a wider pipe: it blocks, and
-        // wakes the loop, a sixteenth as often. Only such jobs, since the
-        // kernel counts pipe memory per user (pipe-user-pages-soft) and the
-        // jobs' own pipelines share it. Refused (EPERM past that limit):
-        // the pipe keeps working at its size.
-        (void)fcntl(fd, F_SETPIPE_SZ, wide_pipe);
-    }
+    widen(fd);
+    // Only bytes taken from a pipe may wait for room: the pipe then waits too.
+    pausable_ = true;
+    const struct Unpausable {
+        bool& flag;
+        ~Unpausable() { flag = false; }
+    } unpausable{pausable_};
+    if (paused_ && !resume())
+        return {0, false};
     // The first memory_limit bytes are read, as most jobs print no more:
     // they never touch the disk.
     if (!live && spilled_ && !error_) {
@@ -430,6 +500,8 @@ Expected<void> JobOutput::for_each_chunk(const std::function<bool(std::string_vi
         if (!sink(std::string_view(buf.data(), static_cast<std::size_t>(n))))
             return {};
     }
+    if (!held_back_.empty())
+        sink(held_back_);
     return {};
 }
 

@@ -3,15 +3,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/sendfile.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 
 namespace pto::output {
 namespace {
@@ -93,6 +92,12 @@ Expected<std::unique_ptr<Sink>> Sink::open(int fd, std::string name, const Spill
     // A closed descriptor: the first write names the error (EBADF).
     if (fstat(fd, &st) != 0)
         return s;
+    const int caller_flags = fcntl(fd, F_GETFL);
+    if (S_ISFIFO(st.st_mode))
+        s->passable_ = Passable::pipe;
+    else if ((S_ISREG(st.st_mode) && caller_flags >= 0 && (caller_flags & O_APPEND) == 0) ||
+             (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)))  // /dev/null
+        s->passable_ = Passable::file;
     if (S_ISSOCK(st.st_mode)) {
         s->kind_ = Kind::socket;
     } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
@@ -130,6 +135,13 @@ Sink::~Sink()
     // descriptor stays usable either way.
     if (restore_flags_ >= 0)
         (void)fcntl(fd_, F_SETFL, restore_flags_);
+}
+
+JobOutput::Passage Sink::passage() const
+{
+    if (passable_ == Passable::no || dead() || !pieces_.empty() || before_write_)
+        return {};
+    return {fd_, passable_ == Passable::pipe};
 }
 
 ssize_t Sink::put(const char* data, std::size_t size)
@@ -382,7 +394,8 @@ void Sink::on_ready(short)
     flush();
 }
 
-Expected<int> drain(std::span<Sink* const> sinks, int signal_fd, int timeout_ms)
+Expected<int> drain(std::span<Sink* const> sinks, int signal_fd, const std::function<int()>& take_stop,
+                    int timeout_ms)
 {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     std::vector<pollfd> fds;
@@ -415,20 +428,9 @@ Expected<int> drain(std::span<Sink* const> sinks, int signal_fd, int timeout_ms)
         std::size_t first = 0;
         if (signal_fd >= 0) {
             first = 1;
-            if (fds[0].revents != 0) {
-                signalfd_siginfo info{};
-                for (;;) {
-                    const ssize_t got = read(signal_fd, &info, sizeof info);
-                    if (retry(got))
-                        continue;
-                    if (got != static_cast<ssize_t>(sizeof info))
-                        break;  // EAGAIN: all read
-                    const int sig = static_cast<int>(info.ssi_signo);
-                    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
-                        return sig;
-                    // SIGCHLD, SIGUSR1: nothing runs any more to report on.
-                }
-            }
+            if (fds[0].revents != 0)
+                if (const int sig = take_stop(); sig != 0)
+                    return sig;
         }
         for (std::size_t i = first; i < fds.size(); ++i)
             if (fds[i].revents != 0)

@@ -45,6 +45,12 @@ public:
     // reader or into the backlog, never through this process's memory.
     void write(const JobOutput& output);
 
+    // Where bytes may be moved to in the kernel (splice, tee) now, to come
+    // out right after what was written: when nothing is pending, to a pipe,
+    // a regular file not opened O_APPEND (splice refuses it) or /dev/null,
+    // and not on a terminal shared with a progress line. fd < 0: not now.
+    JobOutput::Passage passage() const;
+
     // Called before the bytes of any write go out, so that a line drawn on
     // the same terminal (the progress line) can take itself away first.
     void set_before_write(std::function<void()> f) { before_write_ = std::move(f); }
@@ -93,6 +99,8 @@ private:
     int restore_flags_ = -1;  // the caller's flags to put back (the fallback)
     Kind kind_ = Kind::plain;
     bool sendfile_ok_ = true;
+    enum class Passable { no, pipe, file };
+    Passable passable_ = Passable::no;
     std::string name_;
     std::size_t memory_limit_;
     UniqueFd backlog_;
@@ -107,9 +115,11 @@ private:
 };
 
 // At the end of a run: waits in poll until every sink has written all it
-// holds (or can write no more). A SIGINT, SIGTERM or SIGHUP read from
-// `signal_fd` (a signalfd; < 0: none) ends the wait and is returned; 0 when
+// holds (or can write no more). When `signal_fd` (< 0: none) is readable,
+// `take_stop` reads it and returns a stop signal (SIGINT, SIGTERM, SIGHUP)
+// taken, else 0: a stop signal ends the wait and is returned; 0 when
 // everything was written, or when `timeout_ms` (>= 0) passed first.
-Expected<int> drain(std::span<Sink* const> sinks, int signal_fd, int timeout_ms = -1);
+Expected<int> drain(std::span<Sink* const> sinks, int signal_fd, const std::function<int()>& take_stop,
+                    int timeout_ms = -1);
 
 }  // namespace pto::output

@@ -161,6 +161,17 @@ void OutputWriter::show_kept(const Job& job, const JobOutput& kept)
         write_live(job, "[pto-par: " + walked.error().message + "]\n");
 }
 
+JobOutput::Passage OutputWriter::passage_for(std::size_t index)
+{
+    if (tag_ || !live_for(index) || !live_->shown)
+        return {};
+    auto p = out_.passage();
+    if (p.fd >= 0)
+        live_->passed = true;
+    p.shown = true;
+    return p;
+}
+
 void OutputWriter::write_live(const Job& job, std::string_view bytes)
 {
     if (bytes.empty())
@@ -180,10 +191,13 @@ void OutputWriter::end_live(const Job& job, const JobResult& r, const JobOutput&
 {
     if (!live_->shown)
         show_kept(job, output);
+    // Bytes that went by in the kernel were never seen here: the end the
+    // job's output kept says how the block ends.
+    const bool line_ended = live_->passed ? output.size() == 0 || output.tail(1) == "\n" : live_->last == '\n';
     if (const auto it = streams_.find(r.index); it != streams_.end()) {
         end_lines(it->second);
         streams_.erase(it);
-    } else if (ci_ != CiKind::none && live_->last != '\n') {
+    } else if (ci_ != CiKind::none && !line_ended) {
         out_.write("\n");
     }
     const auto now = static_cast<std::int64_t>(std::time(nullptr));

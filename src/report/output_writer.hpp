@@ -41,6 +41,10 @@ public:
     // is the live one, whose bytes go out as they come
     // (RunOptions::output_live_for).
     bool live_for(std::size_t index) const { return live_ && live_->index == index; }
+    // Where the live job's bytes may go as they are (RunOptions::
+    // output_passage): standard output, once what it kept before is written
+    // and while nothing waits there; never tagged.
+    JobOutput::Passage passage_for(std::size_t index);
     // Where a block that must wait for the live one is kept meanwhile;
     // without it, in memory.
     void set_hold_place(SpillPlace place) { hold_place_ = std::move(place); }
@@ -87,6 +91,7 @@ private:
         std::size_t index;
         bool shown = false;  // what the job kept before it became live is written
         char last = '\n';    // the last byte written, for the closing marker
+        bool passed = false; // bytes went past this writer: the job's output has the last one
     };
     std::optional<Live> live_;
     struct Held {

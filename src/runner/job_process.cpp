@@ -38,6 +38,12 @@ void reap_within(pid_t pid, int ms)
     }
 }
 
+constexpr std::size_t pass_rest_below = 512 * 1024;
+constexpr auto pass_rest = std::chrono::microseconds(100);
+// How often a job whose output found no room tries again: no event says
+// that a file system has room.
+constexpr auto paused_retry = std::chrono::milliseconds(500);
+
 }  // namespace
 
 JobProcess::JobProcess(std::size_t index, pid_t pid, UniqueFd out, std::optional<JobCgroup> cgroup,
@@ -57,18 +63,45 @@ JobProcess::~JobProcess()
     // ~JobCgroup then waits for the cgroup to empty and removes it.
 }
 
-void JobProcess::read_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live)
+void JobProcess::read_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live,
+                             JobOutput::Passage passage)
 {
     if (step_) {
         read_step_output(chunk, max_reads, live);
         return;
     }
+    // Shown as they come and kept by nobody else: not spilled either.
+    if (passage.shown)
+        output_.keep_end_only();
     for (int i = 0; out_ && (max_reads == 0 || i < max_reads); ++i) {
-        const auto got = output_.take_from_pipe(out_.get(), chunk, live);
-        if (got.eof)
-            out_.reset();
-        else if (got.bytes == 0)
+        auto got = passage.fd >= 0 ? output_.pass_from_pipe(out_.get(), chunk, passage)
+                                   : JobOutput::Taken{0, false, true};
+        if (got.refused) {
+            // What is read from here on waits behind these bytes in the
+            // sink, which then takes no more passage this time round.
+            passage.fd = -1;
+            got = output_.take_from_pipe(out_.get(), chunk, live);
+        } else if (got.bytes > 0 && max_reads != 0) {
+            // One tee takes what the pipe holds: asking again would most
+            // often find it empty, at the cost of a tee and a read. A pipe
+            // far from full rests a moment: a job writing 4 KiB at a time
+            // woke the loop at every write (a kernel wakes a poller of a
+            // pipe on each write), and those wake-ups, each paid by the
+            // job's write, were most of what the live block cost. The
+            // rest, 100 us, is shorter than a fast writer (5 GB/s) takes
+            // to fill the widened pipe, so it is never held up for it.
+            if (got.bytes < pass_rest_below)
+                resting_until_ = Clock::now() + pass_rest;
             return;
+        }
+        if (got.eof) {
+            out_.reset();
+        } else if (got.bytes == 0) {
+            // No room for its output: the pipe is looked at again in a while.
+            if (output_.paused())
+                resting_until_ = Clock::now() + paused_retry;
+            return;
+        }
     }
 }
 

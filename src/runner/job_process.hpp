@@ -42,8 +42,15 @@ public:
     int output_fd() const { return out_.get(); }
     // Moves what the pipe holds now into output(), at most `max_reads`
     // chunks of `chunk` bytes (unbounded with 0), handing the bytes to `live`
-    // if set. The pipe is closed at EOF or on an error that makes it unreadable.
-    void read_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live);
+    // if set. With `passage` (fd >= 0) the bytes go there as they are
+    // (JobOutput::pass_from_pipe) while it takes them, and to `live` from
+    // the first time it does not. The pipe is closed at EOF or on an error
+    // that makes it unreadable.
+    void read_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live,
+                     JobOutput::Passage passage = {});
+    // After a pass that found the pipe far from full (read_output with a
+    // passage), its pipe is left out of the poll until then: see the .cpp.
+    Clock::time_point resting_until() const { return resting_until_; }
     JobOutput& output() { return output_; }
     const JobOutput& output() const { return output_; }
 
@@ -87,6 +94,7 @@ private:
     std::optional<StepState> step_;
     JobOutput output_;
     Clock::time_point started_;
+    Clock::time_point resting_until_{};
     std::optional<int> status_;
 };
 

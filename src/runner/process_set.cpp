@@ -43,8 +43,14 @@ Expected<Happened> ProcessSet::wait(int timeout_ms)
     fds_.clear();
     fds_.push_back({signals_.fd(), POLLIN, 0});
     piped_.clear();
+    const auto now = Clock::now();
+    auto wake = Clock::time_point::max();
     for (auto& j : jobs_)
         if (j->output_fd() >= 0) {
+            if (j->resting_until() > now) {
+                wake = std::min(wake, j->resting_until());
+                continue;
+            }
             fds_.push_back({j->output_fd(), POLLIN, 0});
             piped_.push_back(j.get());
         }
@@ -63,7 +69,21 @@ Expected<Happened> ProcessSet::wait(int timeout_ms)
         }
 
     Happened what;
-    const int n = poll(fds_.data(), fds_.size(), timeout_ms);
+    // A resting pipe is looked at again when its rest ends, to the
+    // microsecond (poll's milliseconds would be ten rests).
+    timespec limit{};
+    const timespec* until = nullptr;
+    auto wait_for = timeout_ms < 0 ? Clock::duration::max() : Clock::duration(std::chrono::milliseconds(timeout_ms));
+    if (wake != Clock::time_point::max())
+        wait_for = std::min(wait_for, wake - now);
+    if (wait_for != Clock::duration::max()) {
+        const auto ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(wait_for, Clock::duration::zero()));
+        limit.tv_sec = static_cast<time_t>(ns.count() / 1000000000);
+        limit.tv_nsec = static_cast<long>(ns.count() % 1000000000);
+        until = &limit;
+    }
+    const int n = ppoll(fds_.data(), fds_.size(), until, nullptr);
     if (n < 0) {
         if (errno == EINTR)
             return what;

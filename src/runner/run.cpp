@@ -115,9 +115,11 @@ void Run::report_status()
     report.finished = finished_;
     report.elapsed_s = seconds(now - began_);
     for (const auto& j : set_.jobs())
-        if (!j->is_check())
+        if (!j->is_check()) {
+            j->output().settle();
             report.running.push_back(
                 {&jobs_[j->index()], &results_[j->index()], seconds(now - j->started()), &j->output()});
+        }
     opt_.observer->on_status(report);
 }
 
@@ -187,7 +189,10 @@ void Run::read(JobProcess& j, int max_reads)
         };
     else if (j.step() != nullptr)
         live = [this, &j](std::string_view) { note_step_start(j); };
-    j.read_output(read_chunk, max_reads, live);
+    JobOutput::Passage passage;
+    if (watched && opt_.output_passage && !opt_.keep_output && j.step() == nullptr)
+        passage = opt_.output_passage(j.index());
+    j.read_output(read_chunk, max_reads, live, passage);
     if (auto moved = j.output().take_notice())
         notice("job '" + jobs_[j.index()].label + "': " + *moved);
     note_step_start(j);
@@ -203,6 +208,14 @@ void Run::finish_ended()
         // Whatever the job wrote before it ended is in the pipe; a process
         // that left it may hold the pipe open, so stop at "empty".
         read(*j, 0);
+        if (j->output().paused()) {
+            // Its output waits for room (a full disk): the job is not over
+            // until it is kept, unless the run must end now.
+            if (stopped_by_signal_ == 0 && !run_timed_out_)
+                continue;
+            j->output().stop_pausing();
+            read(*j, 0);
+        }
         // Its group is empty: from here on its id may be another's.
         if (ctx_.guardian != nullptr)
             ctx_.guardian->job_ended(j->pid());
@@ -286,6 +299,7 @@ void Run::end_try(JobProcess& j)
 void Run::report(JobProcess& j, bool abandoned)
 {
     JobResult& res = results_[j.index()];
+    j.output().settle();
     if ((res.status == JobStatus::failed || res.status == JobStatus::timeout) && !abandoned &&
         will_retry(j.index())) {
         retry(j.index(), j.output());

@@ -150,6 +150,7 @@ void Run::verdict(std::size_t batch)
         const std::size_t i = *b.job;
         if (!sick.empty() && !sick_retried_[i] && !stopping_) {
             sick_retried_[i] = true;
+            job->output().settle();
             retry(i, job->output(), sick);
         } else {
             report(*job, false);

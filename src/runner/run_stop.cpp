@@ -49,6 +49,7 @@ void Run::deliver_dump(JobProcess& j)
 {
     j.life.dump_delivered();
     read(j, 0);
+    j.output().settle();
     if (opt_.observer != nullptr)
         opt_.observer->on_timeout(jobs_[j.index()], results_[j.index()], j.output(), seconds(Clock::now() - j.started()));
 }

@@ -1,10 +1,10 @@
-// The run's signals as readable events: blocked for the whole run and read
-// from a signalfd that sits first in the poll set, so a flood of job output
-// can never starve Ctrl-C.
+// The run's signals as readable events: read from a signalfd that sits first
+// in the poll set, so a flood of job output can never starve Ctrl-C.
 #pragma once
 
 #include <signal.h>
 
+#include <array>
 #include <span>
 #include <vector>
 
@@ -17,24 +17,30 @@ namespace pto::runner {
 class SignalChannel {
 public:
     // SIGCHLD always; with `stop_signals` also SIGINT, SIGTERM, SIGHUP,
-    // SIGUSR1; and every signal of `watched`.
+    // SIGUSR1; and every signal of `watched`. A stop signal the caller
+    // ignores stays ignored.
     static Expected<SignalChannel> open(bool stop_signals, std::span<const int> watched = {});
 
     SignalChannel(SignalChannel&&) noexcept;
     SignalChannel& operator=(SignalChannel&&) = delete;
     SignalChannel(const SignalChannel&) = delete;
-    ~SignalChannel();  // restores the caller's mask
+    ~SignalChannel();  // restores the caller's mask and handlers
 
     int fd() const { return fd_.get(); }
 
-    // Every signal that has arrived since the last call, in order.
+    // Every signal that has arrived since the last call; SIGINT, SIGTERM
+    // and SIGHUP in the order they came.
     Expected<std::vector<int>> drain();
 
 private:
+    static constexpr std::array<int, 3> relayed = {SIGINT, SIGTERM, SIGHUP};
+
     SignalChannel() = default;
     UniqueFd fd_;
     sigset_t caller_mask_{};
     bool restore_ = false;
+    std::array<struct sigaction, relayed.size()> caller_actions_{};
+    std::array<bool, relayed.size()> handled_{};
 };
 
 }  // namespace pto::runner

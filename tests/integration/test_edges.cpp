@@ -247,4 +247,80 @@ TEST_CASE("a full $TMPDIR: the output goes on in the next place, not a byte lost
     }
 }
 
+namespace {
+
+// pto-par with `options` on `cmds` in a mount namespace of its own where
+// every place of the spill fallback list is a 4 MiB tmpfs nearly filled;
+// once it says that a job's output waits for room, `then` runs (a shell
+// script, $run being pto-par's pid). Its standard output goes to
+// dir/out, its standard error to dir/err; the files are opened before the
+// mounts hide them.
+Finished run_with_full_places(TempDir& dir, const std::string& cmds, const std::string& options,
+                              const std::string& then)
+{
+    const std::string script =
+        "exec 3<\"$1\" 4>\"$2\" 5>\"$3\" || exit 3\n"
+        "for d in /tmp /var/tmp /dev/shm; do\n"
+        "  mount -t tmpfs -o size=4m tmpfs $d && head -c 3900000 /dev/zero > $d/filler || exit 3\n"
+        "done\n"
+        "TMPDIR=/tmp \"$0\" -d none " + options + " /dev/fd/3 >&4 2>&5 &\n"
+        "run=$!\n"
+        "for i in $(seq 200); do grep -q 'is not read until there is' /proc/self/fd/5 && break; sleep 0.1; done\n" +
+        then + "wait $run\n";
+    return run({"/usr/bin/unshare", "-m", "/bin/sh", "-c", script, pto_par(), cmds, dir.file("out"), dir.file("err")},
+               {}, {}, 60s);
+}
+
+}  // namespace
+
+TEST_CASE("no temporary place with room: the job's output waits, then goes on, not a byte lost")
+{
+    TempDir dir;
+    if (geteuid() != 0 || std::system("unshare -m true 2>/dev/null") != 0) {
+        MESSAGE("skipped: needs root and unshare -m");
+        return;
+    }
+    // The job beside the live one keeps its 3 MB block in a spill file,
+    // which finds no room: pto-par says so and stops reading it. Room is
+    // made once it said so; the job goes on.
+    const auto cmds = dir.write("full.cmds", "@0,label=first sleep 4\n"
+                                             "@0,label=big head -c 3000000 /dev/zero | tr '\\0' b\n");
+    const auto r = run_with_full_places(dir, cmds, "-j 2",
+                                        "echo waited $i >&5\n"
+                                        "sleep 1\n"
+                                        "rm /tmp/filler /var/tmp/filler /dev/shm/filler\n");
+    const auto err = dir.read("err");
+    CAPTURE(err);
+    CHECK(r.exit_code == 0);
+    CHECK(err.find("job 'big': no room for its output in ") != std::string::npos);
+    CHECK(err.find(" (No space left on device) nor in the other temporary places; it is not read until there is") !=
+          std::string::npos);
+    CHECK(err.find("job 'big': there is room for its output again") != std::string::npos);
+    CHECK(err.find("waited 200") == std::string::npos);
+    CHECK(err.find("lost") == std::string::npos);
+    CHECK(dir.read("out") == std::string(3000000, 'b'));
+}
+
+TEST_CASE("no temporary place with room and a stop signal: the run ends at once and says what was lost")
+{
+    TempDir dir;
+    if (geteuid() != 0 || std::system("unshare -m true 2>/dev/null") != 0) {
+        MESSAGE("skipped: needs root and unshare -m");
+        return;
+    }
+    // As above, but SIGTERM comes while the job waits for room: the run must
+    // end, so it does not wait for room any more. (--output failed: a block
+    // that is never live, kept whole whatever else runs.)
+    const auto cmds = dir.write("full.cmds", "@0,label=big head -c 3000000 /dev/zero | tr '\\0' b\n");
+    const auto r = run_with_full_places(dir, cmds, "--output failed", "kill -TERM $run\n");
+    const auto err = dir.read("err");
+    CAPTURE(err);
+    CHECK(r.exit_code == 143);
+    CHECK(r.seconds < 10);
+    CHECK(err.find("KILLED big signal=SIGTERM") != std::string::npos);
+    CHECK(err.find("No space left on device (") != std::string::npos);
+    CHECK(err.find("bytes of output lost)") != std::string::npos);
+    CHECK(err.find("there is room for its output again") == std::string::npos);
+}
+
 }  // TEST_SUITE

@@ -98,8 +98,10 @@ TEST_CASE("standard output closed by its reader: every job still runs and is rep
 TEST_CASE("output that cannot be kept (file size limit) is reported and fails the run")
 {
     TempDir dir;
-    const auto r = run({pto_par(), "-d", "none", dir.write("big.cmds", "@0,label=big head -c 3000000 /dev/zero\n")}, {},
-                       {"TMPDIR=" + dir.path()}, 60s, Setup::limit(RLIMIT_FSIZE, 1 << 19));
+    // Started beside a live job, so that its block is kept until it ends.
+    const auto r = run({pto_par(), "-d", "none", "-j", "2",
+                        dir.write("big.cmds", "@0,label=first sleep 1\n@0,label=big head -c 3000000 /dev/zero\n")},
+                       {}, {"TMPDIR=" + dir.path()}, 60s, Setup::limit(RLIMIT_FSIZE, 1 << 19));
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("PASS big exit=0") != std::string::npos);
     CHECK(r.err.find("File too large") != std::string::npos);

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -387,8 +388,11 @@ TEST_CASE("--output stream and none write no spill file, however much a job prin
 {
     TempDir dir;
     const auto file = dir.write("big.cmds", big_job);
-    // The limit bites: a mode that must keep every byte spills, and loses.
-    const auto group = run({pto_par(), "-d", "none", "--output", "group", file}, {}, {}, 60s, small_files());
+    // The limit bites: a mode that must keep every byte spills, and loses
+    // (a job started beside a live one keeps its block until it ends).
+    const auto group = run({pto_par(), "-d", "none", "-j", "2", "--output", "group",
+                            dir.write("held.cmds", "@0,label=first sleep 1\n" + big_job)},
+                           {}, {}, 60s, small_files());
     CHECK(group.exit_code == 1);
     CHECK(group.err.find("bytes of output lost") != std::string::npos);
 
@@ -401,6 +405,55 @@ TEST_CASE("--output stream and none write no spill file, however much a job prin
     CHECK(none.exit_code == 0);
     CHECK(none.err.find("lost") == std::string::npos);
     CHECK(none.out.empty());
+}
+
+TEST_CASE("live block: a lone job's bytes pass straight to a pipe, none to a spill file, byte-exact")
+{
+    TempDir dir;
+    // 30 MB of NULs and a last line without end: past the file-size limit,
+    // a byte of it in a spill file would be lost, and say so.
+    const std::string job = "@0,label=zeros head -c 30000000 /dev/zero; printf 'end\\0x'\n";
+    const std::string expected = std::string(30000000, '\0') + std::string("end\0x", 5);
+    const auto r = run({pto_par(), "-d", "none", dir.write("z.cmds", job)}, {}, {}, 60s, small_files());
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("lost") == std::string::npos);
+    CHECK(r.out.size() == expected.size());
+    CHECK(r.out == expected);
+
+    // The same under GitHub's markers: the closing one on a line of its own.
+    const auto ci = run({pto_par(), "-d", "none", "--ci", "github", dir.write("z.cmds", job)}, {}, {}, 60s,
+                        small_files());
+    CHECK(ci.exit_code == 0);
+    CHECK(ci.err.find("lost") == std::string::npos);
+    const auto at = ci.out.find(std::string("end\0x\n::", 7));
+    CHECK(at != std::string::npos);
+    CHECK(ci.out.substr(ci.out.size() - 13) == "::endgroup::\n");
+}
+
+TEST_CASE("live block: to a file, with every temporary place full, not a byte is lost")
+{
+    TempDir dir;
+    if (geteuid() != 0 || std::system("unshare -m true 2>/dev/null") != 0) {
+        MESSAGE("skipped: needs root and unshare -m");
+        return;
+    }
+    // Every place of the fallback list a 64 KiB tmpfs, in a mount namespace
+    // of the run's own: no spill file could hold the output. The commands
+    // file and the output file are opened before the mounts hide them.
+    const std::string job = "@0,label=zeros head -c 20000000 /dev/zero; printf 'end\\0x'\n";
+    const auto cmds = dir.write("z.cmds", job);
+    const auto out = dir.file("out.bin");
+    const auto r = run({"/usr/bin/unshare", "-m", "/bin/sh", "-c",
+                        "exec 3<\"$1\" 4>\"$2\" && for d in /tmp /var/tmp /dev/shm; do "
+                        "mount -t tmpfs -o size=64k tmpfs $d || exit 3; done && TMPDIR=/tmp exec \"$0\" -d none "
+                        "/dev/fd/3 >&4",
+                        pto_par(), cmds, out},
+                       {}, {}, 60s);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("lost") == std::string::npos);
+    const auto got = dir.read("out.bin");
+    CHECK(got.size() == 20000005);
+    CHECK(got == std::string(20000000, '\0') + std::string("end\0x", 5));
 }
 
 TEST_CASE("--output stream with --log-dir and --junit: they still get every byte")
@@ -421,12 +474,13 @@ TEST_CASE("--output stream with --log-dir and --junit: they still get every byte
     CHECK(xml.find("a line of job output\na line of</system-out>") != std::string::npos);
 }
 
-TEST_CASE("a hung job's TIMEOUT report shows the end of its output in stream and none modes too")
+TEST_CASE("a hung job's TIMEOUT report shows the end of its output in stream and none modes, and live")
 {
     TempDir dir;
     const auto file = dir.write("hung.cmds", "@0,label=hung yes 'filler line' | head -c 4800000; "
                                              "echo TAIL-MARKER; sleep 60\n");
-    for (const std::string mode : {"stream", "none"}) {
+    // group: a lone job, whose live block went to standard output in the kernel.
+    for (const std::string mode : {"stream", "none", "group"}) {
         CAPTURE(mode);
         const auto r = run({pto_par(), "-d", "none", "--output", mode, "--timeout", "2", "--dump-grace", "0.2",
                             "--kill-grace", "0.5", file},

@@ -59,6 +59,49 @@ private:
     int fd_ = -1;
 };
 
+struct HeldReport {
+    Finished r;
+    std::string report;
+};
+
+// pto-par with its JUnit report going to a FIFO that is not read until
+// `signals` were sent (50 ms apart), so that it is still writing the report,
+// after the summary, when they come: the report must be whole all the same.
+HeldReport signals_while_reports_are_written(std::initializer_list<int> signals)
+{
+    TempDir dir;
+    const auto xml = dir.file("junit.xml");
+    REQUIRE(mkfifo(xml.c_str(), 0600) == 0);
+    const int reader = open(xml.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    REQUIRE(reader >= 0);
+    Process p({pto_par(), "-d", "none", "--output", "none", "--junit", xml,
+               dir.write("big.cmds", "@0,label=big seq 1 100000\n")});
+    REQUIRE(p.wait_for_stderr("1 passed, 0 failed", 30s));
+    std::this_thread::sleep_for(200ms);
+    for (const int sig : signals) {
+        p.send(sig);
+        std::this_thread::sleep_for(50ms);
+    }
+    std::this_thread::sleep_for(150ms);
+    HeldReport held;
+    char buf[65536];
+    for (int idle = 0; idle < 500;) {
+        const ssize_t n = read(reader, buf, sizeof buf);
+        if (n > 0) {
+            held.report.append(buf, static_cast<std::size_t>(n));
+            idle = 0;
+        } else if (n == 0 || errno != EAGAIN) {
+            break;
+        } else {
+            ++idle;
+            std::this_thread::sleep_for(10ms);
+        }
+    }
+    close(reader);
+    held.r = p.wait(30s);
+    return held;
+}
+
 }  // namespace
 
 TEST_SUITE("hardening") {
@@ -100,40 +143,22 @@ TEST_CASE("SIGTERM or SIGHUP while the commands file is being read: exit 128+N a
 
 TEST_CASE("a stop signal while the reports are written waits for them, then sets the exit status")
 {
-    TempDir dir;
-    // The JUnit report goes to a FIFO that the test does not read yet, so
-    // that pto-par is still writing it, after the summary, when the signal
-    // comes: the report must be whole all the same.
-    const auto xml = dir.file("junit.xml");
-    REQUIRE(mkfifo(xml.c_str(), 0600) == 0);
-    const int reader = open(xml.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    REQUIRE(reader >= 0);
-    Process p({pto_par(), "-d", "none", "--output", "none", "--junit", xml,
-               dir.write("big.cmds", "@0,label=big seq 1 100000\n")});
-    REQUIRE(p.wait_for_stderr("1 passed, 0 failed", 30s));
-    std::this_thread::sleep_for(200ms);
-    p.send(SIGINT);
-    std::this_thread::sleep_for(200ms);
-    std::string report;
-    char buf[65536];
-    for (int idle = 0; idle < 500;) {
-        const ssize_t n = read(reader, buf, sizeof buf);
-        if (n > 0) {
-            report.append(buf, static_cast<std::size_t>(n));
-            idle = 0;
-        } else if (n == 0 || errno != EAGAIN) {
-            break;
-        } else {
-            ++idle;
-            std::this_thread::sleep_for(10ms);
-        }
-    }
-    close(reader);
-    const auto r = p.wait(30s);
+    const auto [r, report] = signals_while_reports_are_written({SIGINT});
     CHECK(r.signal == 0);
     CHECK(r.exit_code == 130);
     CHECK(r.err.find("stopped by SIGINT after the last job ended") != std::string::npos);
     CHECK(report.find("100000") != std::string::npos);
+    CHECK(report.find("</testsuite>") != std::string::npos);
+}
+
+TEST_CASE("of two stop signals while the reports are written, the first one sets the exit status")
+{
+    // SIGINT's lower number is what the kernel hands out first when both
+    // are pending.
+    const auto [r, report] = signals_while_reports_are_written({SIGTERM, SIGINT});
+    CHECK(r.signal == 0);
+    CHECK(r.exit_code == 143);
+    CHECK(r.err.find("stopped by SIGTERM after the last job ended") != std::string::npos);
     CHECK(report.find("</testsuite>") != std::string::npos);
 }
 

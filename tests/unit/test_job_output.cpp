@@ -65,6 +65,23 @@ void check_tail(const JobOutput& out, const std::string& all, std::size_t memory
     CHECK(*str == kept);
 }
 
+// A job writing `all` to the non-blocking pipe end `w` in pieces of 5000
+// bytes, then closing it.
+std::thread write_in_pieces(int w, const std::string& all)
+{
+    return std::thread([w, &all] {
+        std::size_t at = 0;
+        while (at < all.size()) {
+            const ssize_t n = write(w, all.data() + at, std::min<std::size_t>(all.size() - at, 5000));
+            if (n > 0)
+                at += static_cast<std::size_t>(n);
+            else
+                usleep(100);  // EAGAIN: the reader is behind
+        }
+        close(w);
+    });
+}
+
 }  // namespace
 
 TEST_SUITE("job_output") {
@@ -108,17 +125,7 @@ TEST_CASE("a pipe read into a tail_only output: every byte seen live, the end ke
         CAPTURE(live);
         int fds[2];
         REQUIRE(pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0);
-        std::thread writer([w = fds[1], &all] {
-            std::size_t at = 0;
-            while (at < all.size()) {
-                const ssize_t n = write(w, all.data() + at, std::min<std::size_t>(all.size() - at, 5000));
-                if (n > 0)
-                    at += static_cast<std::size_t>(n);
-                else
-                    usleep(100);  // EAGAIN: the reader is behind
-            }
-            close(w);
-        });
+        std::thread writer = write_in_pieces(fds[1], all);
         auto out = JobOutput::tail_only(1 << 20);
         std::string seen;
         const std::function<void(std::string_view)> watch = [&seen](std::string_view b) { seen.append(b); };
@@ -134,6 +141,72 @@ TEST_CASE("a pipe read into a tail_only output: every byte seen live, the end ke
         if (live)
             CHECK(seen == all);
         check_tail(out, all, 1 << 20);
+    }
+}
+
+TEST_CASE("pass_from_pipe: every byte reaches a pipe or a file as it was written, the end is kept")
+{
+    const std::string before = numbered_lines(300000);  // kept whole before the passage, then cut to its end
+    const std::string all = numbered_lines(6 << 20);
+    for (const bool to_pipe : {true, false}) {
+        CAPTURE(to_pipe);
+        int job[2];
+        REQUIRE(pipe2(job, O_CLOEXEC | O_NONBLOCK) == 0);
+        int target[2] = {-1, -1};
+        char file_name[] = "/tmp/pto-par-pass-test.XXXXXX";
+        int file = -1;
+        std::string received;
+        std::thread reader;
+        if (to_pipe) {
+            REQUIRE(pipe2(target, O_CLOEXEC | O_NONBLOCK) == 0);
+            reader = std::thread([r = target[0], &received] {
+                char buf[65536];
+                for (;;) {
+                    const ssize_t n = read(r, buf, sizeof buf);
+                    if (n > 0)
+                        received.append(buf, static_cast<std::size_t>(n));
+                    else if (n == 0)
+                        break;
+                    else
+                        usleep(100);  // EAGAIN
+                }
+            });
+        } else {
+            file = mkstemp(file_name);
+            REQUIRE(file >= 0);
+            unlink(file_name);
+        }
+        std::thread writer = write_in_pieces(job[1], all);
+        auto out = JobOutput::reserve(pto::SpillPlace{});
+        REQUIRE(out);
+        out->append(before);
+        const JobOutput::Passage passage{to_pipe ? target[1] : file, to_pipe, true};
+        for (;;) {
+            const auto got = out->pass_from_pipe(job[0], 1 << 20, passage);
+            if (got.eof)
+                break;
+            if (got.bytes == 0)
+                usleep(100);  // nothing in the job's pipe, or a full target
+        }
+        writer.join();
+        close(job[0]);
+        if (to_pipe) {
+            close(target[1]);
+            reader.join();
+            CHECK(received.size() == all.size());
+            CHECK(received == all);
+        } else {
+            std::string got(all.size() + 1, '\0');
+            CHECK(pread(file, got.data(), got.size(), 0) == static_cast<ssize_t>(all.size()));
+            got.resize(all.size());
+            CHECK(got == all);
+            close(file);
+        }
+        out->settle();
+        const std::string whole = before + all;
+        CHECK(out->size() == whole.size());
+        CHECK_FALSE(out->spilled());
+        CHECK(out->tail(tail_bytes) == whole.substr(whole.size() - tail_bytes));
     }
 }
 

@@ -153,7 +153,11 @@ TEST_CASE("drain waits for the reader and stops for a stop signal")
     REQUIRE(sfd >= 0);
     raise(SIGHUP);
     Sink* const sinks[] = {sink->get()};
-    const auto got = pto::output::drain(sinks, sfd);
+    const auto got = pto::output::drain(sinks, sfd, [sfd] {
+        signalfd_siginfo info{};
+        const bool one = read(sfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info);
+        return one ? static_cast<int>(info.ssi_signo) : 0;
+    });
     close(sfd);
     REQUIRE(sigprocmask(SIG_SETMASK, &old, nullptr) == 0);
     REQUIRE(got);

@@ -11,6 +11,8 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "devices/port_pool.hpp"
+
 namespace pto::leases {
 namespace {
 
@@ -76,6 +78,27 @@ std::string device_key(std::string_view identity)
 std::string port_key(int port)
 {
     return "port-" + std::to_string(port);
+}
+
+Inherited inherited_from(const std::function<const char*(const char*)>& getenv_fn)
+{
+    Inherited got;
+    if (getenv_fn("PTO_PAR_SEQ") == nullptr)
+        return got;
+    const char* names = getenv_fn("PTO_PAR_DEVICE_NAMES");
+    const char* devices = names != nullptr && *names != '\0' ? names : getenv_fn("PTO_PAR_DEVICES");
+    for (std::string_view rest = devices != nullptr ? devices : ""; !rest.empty();) {
+        const auto comma = rest.find(',');
+        if (const auto entry = rest.substr(0, comma); !entry.empty())
+            got.devices.emplace_back(entry);
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    // "LOW-HIGH" as the outer run writes it; anything else inherits no port.
+    if (const char* ports = getenv_fn("PTO_PAR_PORTS"); ports != nullptr)
+        if (const auto range = parse_port_range(ports))
+            for (int p = range->first; p <= range->second; ++p)
+                got.ports.push_back(p);
+    return got;
 }
 
 Expected<LockDir> LockDir::open(const std::string& dir)

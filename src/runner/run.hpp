@@ -11,6 +11,7 @@
 
 #include <pto/scheduler.hpp>
 
+#include "devices/leases.hpp"
 #include "placement/placement.hpp"
 #include "queue/backfill.hpp"
 #include "queue/job_queue.hpp"
@@ -26,7 +27,7 @@ namespace pto::runner {
 class Run {
 public:
     Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, const LaunchContext& ctx,
-        RunCgroup* cgroup, Helpers& helpers, placement::Placement& placement);
+        RunCgroup* cgroup, Helpers& helpers, placement::Placement& placement, leases::LockDir* locks);
 
     Expected<void> loop();
     RunSummary take();
@@ -35,6 +36,7 @@ private:
     placement::Need need(std::size_t index) const;
     void start_ready();
     void backfill(std::size_t head);
+    void note_waiting(std::size_t index);
     bool start(std::size_t index, placement::Grant grant);
     Expected<std::unique_ptr<JobProcess>> spawn(std::size_t index, const LaunchSpec& spec, JobOutput output,
                                                 const StopTimes& times);
@@ -111,6 +113,9 @@ private:
     std::size_t finished_ = 0;
     bool throttled_ = false;
     bool throttle_notice_given_ = false;
+    // The job last said to wait for another run's lease, and for what.
+    std::optional<std::size_t> waiting_job_;
+    std::string waiting_for_;
 };
 
 }  // namespace pto::runner

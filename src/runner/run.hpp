@@ -64,6 +64,7 @@ private:
     // Health checks (run_health.cpp).
     void check_all_devices();
     bool wants_check(const JobProcess& j) const;
+    bool check_first(const placement::Grant& grant);
     void park(std::unique_ptr<JobProcess> j);
     void start_checks(std::size_t batch);
     void check_ended(JobProcess& check, const std::string& could_not_stop);
@@ -101,6 +102,7 @@ private:
     std::vector<CheckBatch> batches_;
     StopTimes check_times_;
     std::vector<int> sick_;
+    std::vector<int> unchecked_;  // leased by another run when the checks began
     std::vector<bool> sick_retried_;  // per job: it ran again once for a sick device
     std::optional<Escapees> escapees_;
     std::size_t launches_ = 0;

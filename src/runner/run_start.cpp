@@ -195,10 +195,13 @@ Expected<std::unique_ptr<JobProcess>> Run::spawn(std::size_t index, const Launch
 }
 
 // False when the job could not start for lack of a resource (descriptors,
-// processes, memory) while others run: it stays at the head of the queue
-// until one of them ends and gives back what it held.
+// processes, memory) while others run, or waits for the first check of a
+// device it got: it stays at the head of the queue until one of them ends
+// and gives back what it held.
 bool Run::start(std::size_t index, placement::Grant grant)
 {
+    if (!unchecked_.empty() && check_first(grant))
+        return false;  // stays at the head until its devices are checked
     const Job& job = jobs_[index];
     auto spec = job.build ? job.build(Allocation{grant.devices, grant.ports}) : fail("job has no build function");
     if (!spec) {

@@ -111,4 +111,26 @@ TEST_CASE("a nested run uses its job's leased device and ports and never waits f
     CHECK(r.out.find("inner 2 40200-40201") != std::string::npos);
 }
 
+TEST_CASE("a device another run leases when the checks begin is checked before its first job here")
+{
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    const auto log = dir.file("log");
+    Process holder({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("a.cmds", "@1,label=long sleep 1.5\n")});
+    REQUIRE(holder.wait_for_stderr("START long", 10s));
+    const auto r = run({pto_par(), "-d", "0-1", "--lock-dir", locks, "--device-check",
+                        "echo check $PTO_PAR_DEVICES >> " + log,
+                        dir.write("b.cmds", "@2,label=both echo job $PTO_PAR_DEVICES >> " + log + "\n")},
+                       {}, {}, 20s);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(holder.wait(20s).exit_code == 0);
+    const std::string got = dir.read("log");
+    INFO(got);
+    const auto job = got.find("job 0,1");
+    REQUIRE(job != std::string::npos);
+    CHECK(got.find("check 0") < job);
+    CHECK(got.find("check 1") < job);
+}
+
 }  // TEST_SUITE

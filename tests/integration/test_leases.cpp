@@ -28,14 +28,19 @@ std::string holding_jobs(const std::string& prefix, int count, const std::string
     return cmds;
 }
 
-// Two runs of `args` started at once, on files a.cmds and b.cmds.
-void two_runs(const TempDir& dir, const std::vector<std::string>& args)
+// Two runs of 40 jobs started at once with `args`, each job holding `what`
+// (as its shell expands it) by `head`: both finish, and no two holds of
+// one thing overlap.
+void two_runs(const std::string& head, const std::string& what, std::vector<std::string> args)
 {
-    std::vector<std::string> a{pto_par()};
-    a.insert(a.end(), args.begin(), args.end());
-    std::vector<std::string> b = a;
-    a.push_back(dir.file("a.cmds"));
-    b.push_back(dir.file("b.cmds"));
+    TempDir dir;
+    const auto records = dir.file("holds");
+    args.insert(args.begin(), pto_par());
+    args.insert(args.end(), {"--lock-dir", dir.file("locks")});
+    std::vector<std::string> a = args;
+    std::vector<std::string> b = args;
+    a.push_back(dir.write("a.cmds", holding_jobs("a", 40, head, what, records)));
+    b.push_back(dir.write("b.cmds", holding_jobs("b", 40, head, what, records)));
     Process first(a);
     Process second(b);
     const auto ra = first.wait(60s);
@@ -46,6 +51,10 @@ void two_runs(const TempDir& dir, const std::vector<std::string>& args)
     CHECK(rb.exit_code == 0);
     CHECK(lines_with(ra.err, "] PASS ").size() == 40);
     CHECK(lines_with(rb.err, "] PASS ").size() == 40);
+    const std::string holds = dir.read("holds");
+    CHECK(lines_with(holds, " ").size() == 80);
+    const auto overlaps = overlapping_holds(holds);
+    CHECK_MESSAGE(overlaps.empty(), overlaps.size() << " overlaps, the first: " << overlaps.front());
 }
 
 }  // namespace
@@ -54,26 +63,12 @@ TEST_SUITE("leases") {
 
 TEST_CASE("two runs started at once on -d 0-3 never hold one device at once, and both finish")
 {
-    TempDir dir;
-    const auto records = dir.file("holds");
-    dir.write("a.cmds", holding_jobs("a", 40, "@1", "dev$PTO_PAR_DEVICES", records));
-    dir.write("b.cmds", holding_jobs("b", 40, "@1", "dev$PTO_PAR_DEVICES", records));
-    two_runs(dir, {"-d", "0-3", "--lock-dir", dir.file("locks")});
-    const auto overlaps = overlapping_holds(dir.read("holds"));
-    CHECK_MESSAGE(overlaps.empty(), overlaps.size() << " overlaps, the first: " << overlaps.front());
-    CHECK(lines_with(dir.read("holds"), "dev").size() == 80);
+    two_runs("@1", "dev$PTO_PAR_DEVICES", {"-d", "0-3"});
 }
 
 TEST_CASE("two runs started at once with --ports never hand out one port at once, and both finish")
 {
-    TempDir dir;
-    const auto records = dir.file("holds");
-    dir.write("a.cmds", holding_jobs("a", 40, "@0,ports=1", "port$PTO_PAR_PORT", records));
-    dir.write("b.cmds", holding_jobs("b", 40, "@0,ports=1", "port$PTO_PAR_PORT", records));
-    two_runs(dir, {"-d", "none", "-j", "4", "--ports", "40100-40103", "--lock-dir", dir.file("locks")});
-    const auto overlaps = overlapping_holds(dir.read("holds"));
-    CHECK_MESSAGE(overlaps.empty(), overlaps.size() << " overlaps, the first: " << overlaps.front());
-    CHECK(lines_with(dir.read("holds"), "port").size() == 80);
+    two_runs("@0,ports=1", "port$PTO_PAR_PORT", {"-d", "none", "-j", "4", "--ports", "40100-40103"});
 }
 
 TEST_CASE("a job waiting for another run's device: -v and SIGUSR1 name the device and the holder's pid")

@@ -19,6 +19,9 @@ struct JobWorld {
     const DiscoveredPool* pool;           // what -e hands out: ids, or a variable's own entries
     int retries = 0;                      // --retries, for lines without retries=
     std::string slurm_self;               // --launcher slurm: this binary, which each step runs (step mode)
+    // --lock-dir as given ("" when not): a run inside a job then leases
+    // where this one does, and so finds its job's leases.
+    std::string lock_dir;
 };
 
 // `specs` must outlive the returned jobs' build functions.

@@ -432,7 +432,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         }
     if (too_many_ports)
         return exit_usage;
-    const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string()};
+    const cli::JobWorld world{opt.shell,  opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string(),
+                              opt.lock_dir.value_or("")};
     auto jobs = cli::build_jobs(specs, world);
     if (!slurm && cli::report_exec_too_large(display_name, jobs, *pool, opt.port_low, opt.port_high, cli::exec_limits()))
         return exit_usage;

@@ -96,14 +96,14 @@ TEST_CASE("a nested run uses its job's leased device and ports and never waits f
 {
     TempDir dir;
     const auto locks = dir.file("locks");
-    const auto inner = dir.write("inner.cmds", "@1,ports=2,label=inner echo inner $PTO_PAR_DEVICES $PTO_PAR_PORTS\n");
-    // No --ports inside: a nested run's range is its job's $PTO_PAR_PORTS.
-    const auto outer =
-        dir.write("outer.cmds", "@1,ports=2,label=outer " + pto_par() + " --lock-dir " + locks + " " + inner + "\n");
+    const auto inner = dir.write("inner.cmds", "@1,ports=2,label=inner echo inner $PTO_PAR_DEVICES $PTO_PAR_PORTS $PTO_PAR_LOCK_DIR\n");
+    // Neither --ports nor --lock-dir inside: a nested run's range is its
+    // job's $PTO_PAR_PORTS, and it leases where its outer run does.
+    const auto outer = dir.write("outer.cmds", "@1,ports=2,label=outer " + pto_par() + " " + inner + "\n");
     const auto r = run({pto_par(), "-d", "2-3", "--ports", "40200-40209", "--lock-dir", locks, outer}, {}, {}, 20s);
     INFO(r.err);
     CHECK(r.exit_code == 0);
-    CHECK(r.out.find("inner 2 40200-40201") != std::string::npos);
+    CHECK(r.out.find("inner 2 40200-40201 " + locks + "\n") != std::string::npos);
 }
 
 TEST_CASE("a device another run leases when the checks begin is checked before its first job here")

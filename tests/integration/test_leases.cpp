@@ -75,20 +75,24 @@ TEST_CASE("a job waiting for another run's device: -v and SIGUSR1 name the devic
 {
     TempDir dir;
     const auto locks = dir.file("locks");
-    Process holder({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("a.cmds", "@1,label=long sleep 3\n")});
+    // The holder holds until told: however slow the machine, the waiter
+    // is asked while it waits.
+    Process holder({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("a.cmds", "@1,label=long sleep 60\n")});
     REQUIRE(holder.wait_for_stderr("START long", 10s));
     Process waiter(
         {pto_par(), "-v", "-d", "0", "--lock-dir", locks, dir.write("b.cmds", "@1,label=short true\n")});
     const std::string said = "device 0 (held by another run, pid " + std::to_string(holder.pid()) + ")";
-    CHECK(waiter.wait_for_stderr(said, 10s));
+    CHECK(waiter.wait_for_stderr("WAIT short for " + said, 10s));
     waiter.send(SIGUSR1);
     CHECK(waiter.wait_for_stderr("short waits for " + said, 10s));
+    CHECK_FALSE(waiter.wait_for_stderr("START short", 300ms));
+    holder.send(SIGTERM);
     const auto a = holder.wait(20s);
     const auto b = waiter.wait(20s);
-    CHECK(a.exit_code == 0);
-    CHECK(b.exit_code == 0);
     INFO(b.err);
-    // It started only once the first run had given the device back.
+    CHECK(a.exit_code == 128 + SIGTERM);
+    CHECK(b.exit_code == 0);
+    // It started once the first run had given the device back.
     CHECK(b.err.find("START short") != std::string::npos);
 }
 

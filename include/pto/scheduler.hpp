@@ -127,6 +127,9 @@ struct StatusReport {
     std::size_t queued = 0;    // not started yet
     std::size_t finished = 0;
     double elapsed_s = 0;      // since the run began
+    // "LABEL waits for device 0 (held by another run, pid 1234)" when the
+    // next job waits for what another run leases; empty otherwise.
+    std::string waiting;
 };
 
 // Observers see each event as it happens; the CLI's reporters are observers.
@@ -169,6 +172,10 @@ public:
     // withheld for the rest of the run. `why` says how the check ended,
     // `output` is what it wrote.
     virtual void on_device_sick(int /*device*/, const std::string& /*why*/, const JobOutput& /*output*/) {}
+    // The next job waits for a device or port another run leases (see
+    // RunOptions::lock_dir): `what` names it and its holder, "device 0
+    // (held by another run, pid 1234)". Again each time that changes.
+    virtual void on_waiting(const Job&, const std::string& /*what*/) {}
 };
 
 // Something besides the jobs that the run's one poll() waits on, such as an
@@ -277,7 +284,19 @@ struct RunOptions {
     // Leases across runs (SPEC 10): the lock directory in which devices and
     // ports are leased while a job uses them; "" for the default place
     // (/run/lock/pto-par, else $TMPDIR/pto-par-locks); nullopt for none.
+    // A device or port another run leases is busy: jobs wait for it as for
+    // one of this run's. Not under `slurm`, whose nodes Slurm shares out.
     std::optional<std::string> lock_dir;
+    // The identity of device `id` on this machine, which names its lease:
+    // what a job gets for it in its device variable (a GPU UUID stays a
+    // UUID), so that runs given the devices differently agree. Empty: the
+    // id's number.
+    std::function<std::string(int id)> device_identity;
+    // A run inside a job of another run: that job's devices (identities)
+    // and ports, leased by the outer run, used without a lease and never
+    // waited for.
+    std::vector<std::string> inherited_devices;
+    std::vector<int> inherited_ports;
 };
 
 struct RunSummary {

@@ -3,6 +3,7 @@
 #include <pto/devices.hpp>
 
 #include "cli/slurm.hpp"
+#include "devices/leases.hpp"
 
 namespace pto::cli {
 
@@ -60,6 +61,8 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
             };
             for (const auto& name : world.device_env)
                 launch.env.push_back(name + "=" + pool.value_for(name, ids));
+            if (!world.lock_dir.empty())
+                launch.env.push_back(std::string(leases::lock_dir_variable) + "=" + world.lock_dir);
             if (!held.ports.empty()) {
                 launch.env.push_back("PTO_PAR_PORT=" + first_port);
                 launch.env.push_back("PTO_PAR_PORTS=" + first_port + "-" + std::to_string(held.ports.back()));

@@ -20,6 +20,9 @@ struct JobWorld {
     int retries = 0;                      // --retries, for lines without retries=
     std::string slurm_self;               // --launcher slurm: this binary, which each step runs (step mode)
     double kill_grace_s = 5;              // --kill-grace, which a step's agent gives what its line left
+    // --lock-dir as given ("" when not): a run inside a job then leases
+    // where this one does, and so finds its job's leases.
+    std::string lock_dir;
 };
 
 // `specs` must outlive the returned jobs' build functions.

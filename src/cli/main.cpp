@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -221,7 +222,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (cli::report_ports(display_name, specs, opt.port_low, opt.port_high))
         return exit_usage;
     const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string(),
-                              opt.kill_grace_s};
+                              opt.kill_grace_s, opt.lock_dir.value_or("")};
     auto jobs = cli::build_jobs(specs, world);
     if (!slurm && cli::report_exec_too_large(display_name, jobs, *pool, opt.port_low, opt.port_high, cli::exec_limits()))
         return exit_usage;
@@ -254,9 +255,17 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         return lead + "each device checked before its first job and after a failure on it by: " + opt.device_check +
                " (at most " + limit + "s)";
     };
+    const std::string lease_text =
+        slurm        ? std::string("no leases across runs: Slurm shares the allocation's GPUs out")
+        : !*lock_dir ? std::string("no leases across runs (--lock-dir none): other runs do not see this one")
+                     : "devices and ports leased against other runs in " +
+                           (lock_dir->has_value() && !(*lock_dir)->empty()
+                                ? **lock_dir
+                                : std::string(leases::default_lock_dir) + " (else pto-par-locks in $TMPDIR)");
     if (opt.dry_run) {
         cli::print_plan(std::cout, specs, planned->expected,
-                        plan_header + "\n# jobs contained by " + *containment + check_text("\n# "));
+                        plan_header + "\n# jobs contained by " + *containment + "\n# " + lease_text +
+                            check_text("\n# "));
         if (slurm)
             cli::print_slurm_plan(std::cout, specs, slurm->nodes);
         std::cout.flush();
@@ -301,6 +310,12 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     ro.port_low = opt.port_low;
     ro.port_high = opt.port_high;
     ro.lock_dir = *lock_dir;
+    // Leased by what a job sees in its device variable, as a nested run
+    // started in the job finds them again.
+    ro.device_identity = [&found = *pool](int id) { return found.value_for(found.variable, std::span<const int>(&id, 1)); };
+    auto inherited = leases::inherited_from([](const char* name) -> const char* { return std::getenv(name); });
+    ro.inherited_devices = std::move(inherited.devices);
+    ro.inherited_ports = std::move(inherited.ports);
     if (slurm)
         ro.slurm = slurm->options;
 
@@ -400,6 +415,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (opt.verbosity > 0) {
         status.note(plan_header);
         status.note("jobs contained by " + *containment);
+        status.note(lease_text);
         if (!opt.device_check.empty())
             status.note(check_text(""));
     }
@@ -411,11 +427,18 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
                     "job and may still use its devices when the next job gets them; cgroups (root on a writable "
                     "cgroup v2, or a delegated systemd scope) would stop it too");
 
-    // Everything of pto-par's own is open now: what is left is the jobs'.
+    // Everything of pto-par's own is open now: what is left is the jobs',
+    // and with leases the lock directory's two and a lease per device and
+    // port of a job.
+    std::size_t most_leases = 0;
+    for (const Job& j : jobs)
+        most_leases = std::max(most_leases, (j.slots > 0 ? 1 : j.device_count) + j.port_count);
+    const std::size_t lease_fds = *lock_dir && most_leases > 0 ? cli::lease_run_descriptors + most_leases : 0;
     if (!slurm)
-        if (auto ok = cli::check_descriptors(!containment->starts_with("cgroup") ? cli::job_descriptors_pgroup
-                                             : runner::can_start_in_cgroup() ? cli::job_descriptors_cgroup_clone3
-                                                                             : cli::job_descriptors_cgroup);
+        if (auto ok = cli::check_descriptors(lease_fds + (!containment->starts_with("cgroup") ? cli::job_descriptors_pgroup
+                                                          : runner::can_start_in_cgroup()
+                                                              ? cli::job_descriptors_cgroup_clone3
+                                                              : cli::job_descriptors_cgroup));
             !ok)
             return error(ok.error().message);
 

@@ -9,9 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <tuple>
 
 #include "common/seconds.hpp"
 #include "common/text.hpp"
+#include "devices/port_pool.hpp"
 
 namespace pto::cli {
 namespace {
@@ -183,6 +185,11 @@ Expected<Options> parse_options(int argc, char** argv)
             return tl::unexpected(slurm.error());
         o.slurm = *slurm;
     }
+    // Its ports too: those its job was given, which the outer run leases
+    // for it; --ports still wins.
+    if (const char* p = std::getenv("PTO_PAR_PORTS"); p != nullptr && in_job)
+        if (const auto range = parse_port_range(p))
+            std::tie(o.port_low, o.port_high) = *range;
     if (const char* p = std::getenv("PTO_PLATFORM"); p != nullptr && *p != '\0')
         o.platform = p;
     else
@@ -309,20 +316,11 @@ Expected<Options> parse_options(int argc, char** argv)
             break;
         }
         case opt_ports: {
-            const std::string_view text(arg);
-            const auto dash = text.find('-');
-            int lo = 0;
-            int hi = 0;
-            const auto a = std::from_chars(text.data(), text.data() + (dash == std::string_view::npos ? 0 : dash), lo);
-            const auto b = dash == std::string_view::npos
-                               ? a
-                               : std::from_chars(text.data() + dash + 1, text.data() + text.size(), hi);
-            if (dash == std::string_view::npos || a.ec != std::errc() || a.ptr != text.data() + dash ||
-                b.ec != std::errc() || b.ptr != text.data() + text.size() || lo < 1 || hi > 65535 || lo > hi)
-                return fail("invalid value '" + std::string(text) +
+            const auto range = parse_port_range(arg);
+            if (!range)
+                return fail("invalid value '" + std::string(arg) +
                             "' for --ports: expected LO-HI with 1 <= LO <= HI <= 65535, e.g. 29500-30499");
-            o.port_low = lo;
-            o.port_high = hi;
+            std::tie(o.port_low, o.port_high) = *range;
             break;
         }
         case opt_backfill: o.backfill = true; break;
@@ -452,8 +450,8 @@ Large suites:
       --lock-dir DIR     lease each device and port in DIR while a job uses
                          it, so that other pto-par runs on this machine never
                          get it at once (default: $PTO_PAR_LOCK_DIR, else
-                         /run/lock/pto-par); none: no leases. Not yet in
-                         force: runs take no leases in this version
+                         /run/lock/pto-par); none: no leases, and such a
+                         run is not seen by others
       --retries N        run a job that fails or times out again, up to N more
                          times (a line's retries= wins); passing later is flaky
 

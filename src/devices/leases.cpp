@@ -9,7 +9,10 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
+
+#include "devices/port_pool.hpp"
 
 namespace pto::leases {
 namespace {
@@ -76,6 +79,27 @@ std::string device_key(std::string_view identity)
 std::string port_key(int port)
 {
     return "port-" + std::to_string(port);
+}
+
+Inherited inherited_from(const std::function<const char*(const char*)>& getenv_fn)
+{
+    Inherited got;
+    if (getenv_fn("PTO_PAR_SEQ") == nullptr)
+        return got;
+    const char* names = getenv_fn("PTO_PAR_DEVICE_NAMES");
+    const char* devices = names != nullptr && *names != '\0' ? names : getenv_fn("PTO_PAR_DEVICES");
+    for (std::string_view rest = devices != nullptr ? devices : ""; !rest.empty();) {
+        const auto comma = rest.find(',');
+        if (const auto entry = rest.substr(0, comma); !entry.empty())
+            got.devices.emplace_back(entry);
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    // "LOW-HIGH" as the outer run writes it; anything else inherits no port.
+    if (const char* ports = getenv_fn("PTO_PAR_PORTS"); ports != nullptr)
+        if (const auto range = parse_port_range(ports))
+            for (int p = range->first; p <= range->second; ++p)
+                got.ports.push_back(p);
+    return got;
 }
 
 Expected<LockDir> LockDir::open(const std::string& dir)
@@ -169,12 +193,15 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
                 return tl::unexpected(sys_error("flock '" + path_ + "/" + key + "'", err));
             return Busy{key, pid_in(*fd)};
         }
-        // The pid for Busy and last_holder: written in place, at once.
-        // Only that answer is lost if it cannot be (a full disk): the lease
-        // is held all the same.
-        const std::string pid = std::to_string(getpid()) + "\n";
-        if (ftruncate(*fd, 0) == 0)
-            (void)!pwrite(*fd, pid.data(), pid.size(), 0);
+        // The pid for Busy and last_holder: written in place, at once, of
+        // one width (zeros in front), so that it needs no truncation: ext4
+        // writes a file truncated to nothing and written again out to disk
+        // when it is closed (auto_da_alloc), which made each job of W1 wait
+        // about 3 ms. Only that answer is lost if it cannot be written (a
+        // full disk): the lease is held all the same.
+        char pid[16];
+        const int n = std::snprintf(pid, sizeof pid, "%010d\n", static_cast<int>(getpid()));
+        (void)!pwrite(*fd, pid, static_cast<std::size_t>(n), 0);
         auto node = open_.extract(key);
         taken.emplace_back(key, std::move(node.mapped()));
     }

@@ -39,6 +39,17 @@ Expected<std::optional<std::string>> choose_lock_dir(const std::optional<std::st
 std::string device_key(std::string_view identity);
 std::string port_key(int port);
 
+// Inside a job of a run ($PTO_PAR_SEQ set): what that run leased for the
+// job, which a run started in it uses without waiting. Its devices by
+// identity ($PTO_PAR_DEVICE_NAMES, else the numbers of $PTO_PAR_DEVICES:
+// what the outer run leased them by) and its ports ($PTO_PAR_PORTS).
+// Nothing outside a job.
+struct Inherited {
+    std::vector<std::string> devices;
+    std::vector<int> ports;
+};
+Inherited inherited_from(const std::function<const char*(const char*)>& getenv_fn);
+
 // A lease held; given back when destroyed. An inherited one (a nested run's,
 // held by the outer run for this run's job) holds no descriptor.
 class Lease {

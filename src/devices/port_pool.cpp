@@ -1,9 +1,25 @@
 #include "devices/port_pool.hpp"
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 
 namespace pto {
+
+std::optional<std::pair<int, int>> parse_port_range(std::string_view text)
+{
+    const auto dash = text.find('-');
+    if (dash == std::string_view::npos)
+        return std::nullopt;
+    int lo = 0;
+    int hi = 0;
+    const auto a = std::from_chars(text.data(), text.data() + dash, lo);
+    const auto b = std::from_chars(text.data() + dash + 1, text.data() + text.size(), hi);
+    if (a.ec != std::errc() || a.ptr != text.data() + dash || b.ec != std::errc() ||
+        b.ptr != text.data() + text.size() || lo < 1 || hi > 65535 || lo > hi)
+        return std::nullopt;
+    return std::pair{lo, hi};
+}
 
 PortPool::PortPool(int low, int high) : low_(low), held_(high >= low ? static_cast<std::size_t>(high - low + 1) : 0)
 {

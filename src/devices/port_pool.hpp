@@ -6,9 +6,15 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace pto {
+
+// "LO-HI" with 1 <= LO <= HI <= 65535, as --ports and $PTO_PAR_PORTS give
+// a range; nothing for anything else.
+std::optional<std::pair<int, int>> parse_port_range(std::string_view text);
 
 class PortPool {
 public:

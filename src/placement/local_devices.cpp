@@ -50,15 +50,40 @@ bool LocalDevices::acquire(std::size_t count, std::size_t slots, Grant& grant)
     return true;
 }
 
+void LocalDevices::give_back(int id, std::size_t slots)
+{
+    const std::size_t i = index_of(id);
+    used_[i] -= slots;
+    // A withheld device stays held by the pool for good.
+    if (used_[i] == 0 && !withheld_[i])
+        pool_.release(std::span<const int>(&id, 1));
+}
+
 void LocalDevices::release(const Grant& grant)
 {
-    for (int id : grant.devices) {
-        const std::size_t i = index_of(id);
-        used_[i] -= taken(grant);
-        // A withheld device stays held by the pool for good.
-        if (used_[i] == 0 && !withheld_[i])
-            pool_.release(std::span<const int>(&id, 1));
+    for (int id : grant.devices)
+        give_back(id, taken(grant));
+}
+
+// No job of this run is on `id` (its lease would be ours): its slots go
+// back, and the pool keeps it taken.
+void LocalDevices::set_aside(const Grant& grant, int id)
+{
+    for (int d : grant.devices) {
+        if (d != id) {
+            give_back(d, taken(grant));
+            continue;
+        }
+        used_[index_of(d)] -= taken(grant);
+        aside_.push_back(d);
     }
+}
+
+void LocalDevices::bring_back()
+{
+    for (int id : aside_)
+        pool_.release(std::span<const int>(&id, 1));
+    aside_.clear();
 }
 
 void LocalDevices::withhold(const Grant& grant)

@@ -22,9 +22,12 @@ public:
     std::size_t usable() const override { return pool_.usable(); }
     bool fits_after(std::size_t count, std::size_t slots, std::span<const Grant* const> freed) const override;
     const char* scope() const override { return ""; }
+    void set_aside(const Grant& grant, int id) override;
+    void bring_back() override;
 
 private:
     std::size_t index_of(int id) const;
+    void give_back(int id, std::size_t slots);
     std::size_t taken(const Grant& grant) const { return grant.slots == 0 ? slots_ : grant.slots; }
 
     // Whole devices: those with no slot taken and not withheld are free
@@ -33,6 +36,7 @@ private:
     std::size_t slots_;
     std::vector<std::size_t> used_;  // slots taken, parallel to pool_.ids()
     std::vector<bool> withheld_;     // parallel to pool_.ids()
+    std::vector<int> aside_;         // held from the pool while another run leases them
 };
 
 }  // namespace pto::placement

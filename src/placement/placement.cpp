@@ -1,32 +1,119 @@
 #include "placement/placement.hpp"
 
+#include <algorithm>
+
 #include "runner/port_probe.hpp"
 
 namespace pto::placement {
 
-Placement::Placement(std::unique_ptr<Devices> devices, int port_low, int port_high)
-    : devices_(std::move(devices)), ports_(port_low, port_high), port_low_(port_low), port_high_(port_high)
+Placement::Placement(std::unique_ptr<Devices> devices, int port_low, int port_high, Leasing leasing)
+    : devices_(std::move(devices)), ports_(port_low, port_high), port_low_(port_low), port_high_(port_high),
+      leasing_(std::move(leasing))
 {
 }
 
+// Each try that meets another run's lease sets one device or port aside,
+// so the tries end.
 tl::expected<Grant, Shortage> Placement::acquire(const Need& need)
 {
-    Grant grant;
-    if (!devices_->acquire(need.devices, need.slots, grant))
-        return tl::unexpected(Shortage::devices);
-    auto ports = ports_.acquire(need.ports, runner::tcp_port_free);
-    if (!ports) {
-        devices_->release(grant);
-        return tl::unexpected(Shortage::ports);
+    const auto port_free = [this](int port) { return aside_ports_.count(port) == 0 && runner::tcp_port_free(port); };
+    for (;;) {
+        Grant grant;
+        if (!devices_->acquire(need.devices, need.slots, grant))
+            return tl::unexpected(Shortage::devices);
+        auto ports = ports_.acquire(need.ports, port_free);
+        if (!ports) {
+            devices_->release(grant);
+            return tl::unexpected(aside_ports_.empty() ? Shortage::ports : Shortage::leased);
+        }
+        grant.ports = std::move(*ports);
+        if (leasing_.dir == nullptr)
+            return grant;
+        auto busy = lease(grant);
+        if (!busy) {
+            devices_->release(grant);
+            ports_.release(grant.ports);
+            lease_error_ = busy.error();
+            return tl::unexpected(Shortage::lease_failed);
+        }
+        if (!*busy)
+            return grant;
+        const std::size_t k = **busy;
+        if (k < grant.devices.size()) {
+            devices_->set_aside(grant, grant.devices[k]);
+        } else {
+            devices_->release(grant);
+            ports_.release(grant.ports);
+            aside_ports_.insert(grant.ports[k - grant.devices.size()]);
+        }
     }
-    grant.ports = std::move(*ports);
-    return grant;
+}
+
+std::vector<std::string> Placement::lease_keys(const Grant& grant) const
+{
+    std::vector<std::string> keys;
+    keys.reserve(grant.devices.size() + grant.ports.size());
+    for (int id : grant.devices)
+        keys.push_back(leases::device_key(leasing_.identity ? leasing_.identity(id) : std::to_string(id)));
+    for (int port : grant.ports)
+        keys.push_back(leases::port_key(port));
+    return keys;
+}
+
+Expected<std::optional<std::size_t>> Placement::lease(const Grant& grant)
+{
+    const auto keys = lease_keys(grant);
+    std::vector<std::string> missing;
+    for (const auto& k : keys)
+        if (held_.count(k) == 0)
+            missing.push_back(k);
+    if (!missing.empty()) {
+        auto taken = leasing_.dir->try_take(missing);
+        if (!taken)
+            return tl::unexpected(taken.error());
+        if (const auto* busy = std::get_if<leases::Busy>(&*taken)) {
+            const auto k = static_cast<std::size_t>(std::find(keys.begin(), keys.end(), busy->key) - keys.begin());
+            const std::size_t devices = grant.devices.size();
+            waiting_ = Waiting{k < devices ? "device " + (leasing_.identity ? leasing_.identity(grant.devices[k])
+                                                                            : std::to_string(grant.devices[k]))
+                                           : "port " + std::to_string(grant.ports[k - devices]),
+                               busy->holder};
+            return k;
+        }
+        for (auto& l : std::get<std::vector<leases::Lease>>(*taken)) {
+            std::string key = l.key();
+            held_.emplace(std::move(key), Held{std::move(l), 0});
+        }
+    }
+    for (const auto& k : keys)
+        ++held_.find(k)->second.users;
+    return std::nullopt;
+}
+
+void Placement::give_back(const Grant& grant)
+{
+    if (leasing_.dir == nullptr)
+        return;
+    for (const auto& k : lease_keys(grant)) {
+        const auto it = held_.find(k);
+        // Closing the last descriptor gives the lease back to other runs.
+        if (it != held_.end() && --it->second.users == 0)
+            held_.erase(it);
+    }
 }
 
 void Placement::release(const Grant& grant)
 {
     devices_->release(grant);
     ports_.release(grant.ports);
+    give_back(grant);
+}
+
+void Placement::bring_back()
+{
+    devices_->bring_back();
+    aside_ports_.clear();
+    waiting_.reset();
 }
 
 void Placement::withhold(const Grant& grant)

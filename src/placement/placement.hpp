@@ -4,14 +4,21 @@
 // never asks which kind of devices it has.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
 
 #include <tl/expected.hpp>
 
+#include "devices/leases.hpp"
 #include "devices/port_pool.hpp"
 
 namespace pto::placement {
@@ -32,7 +39,25 @@ struct Grant {
     std::size_t slots = 0;         // slots of its one device; 0: whole devices
 };
 
-enum class Shortage { devices, ports };
+// leased: what is short is held by another run (a lease), so waiting ends
+// when it is given back; lease_failed: a lease could not even be tried
+// (Placement::lease_error says why).
+enum class Shortage { devices, ports, leased, lease_failed };
+
+// Leases across runs (SPEC 10), as placement takes them.
+struct Leasing {
+    leases::LockDir* dir = nullptr;  // null: no leases, and no system call for them
+    // A device id's identity on the machine, which names its lease; empty:
+    // the id's number.
+    std::function<std::string(int)> identity;
+};
+
+// What another run holds that the head of the queue waits for, in words:
+// "device 0", "port 40000"; and the pid of its holder (0 if not known).
+struct Waiting {
+    std::string what;
+    pid_t holder = 0;
+};
 
 // The devices side: a pool of ids on this machine, or per-node counts.
 class Devices {
@@ -54,17 +79,36 @@ public:
     virtual bool fits_after(std::size_t count, std::size_t slots, std::span<const Grant* const> freed) const = 0;
     // How the shortfall is said: "" or " on one node".
     virtual const char* scope() const = 0;
+    // Device `id` of `grant`, just acquired, is leased by another run: the
+    // rest of `grant` goes back, and `id` is handed out no more until
+    // bring_back().
+    virtual void set_aside(const Grant& grant, int id) = 0;
+    // Another run gave a lease back: what was set aside may be tried again.
+    virtual void bring_back() = 0;
 };
 
 class Placement {
 public:
-    Placement(std::unique_ptr<Devices> devices, int port_low, int port_high);
+    Placement(std::unique_ptr<Devices> devices, int port_low, int port_high, Leasing leasing = {});
 
-    // Everything `need` asks for, now, or what is short (nothing is taken then).
+    // Everything `need` asks for, now, leases included, or what is short
+    // (nothing is taken then). A device or port another run holds is set
+    // aside and others are tried, as for a device one of our jobs holds.
     tl::expected<Grant, Shortage> acquire(const Need& need);
+    // Gives back what `grant` holds, its leases once no other grant of the
+    // run holds them (jobs sharing a device's slots share its lease).
     void release(const Grant& grant);
-    // Something of the job holding `grant` could not be stopped.
+    // Something of the job holding `grant` could not be stopped: its
+    // leases stay held until the run ends.
     void withhold(const Grant& grant);
+    // Another run gave a lease back (LockDir::on_freed): what was set aside
+    // is tried again at the next acquire.
+    void bring_back();
+    // After an acquire that fell short: the lease of another run it met
+    // last, if something is set aside now.
+    const std::optional<Waiting>& waiting() const { return waiting_; }
+    // After Shortage::lease_failed: why.
+    const Error& lease_error() const { return lease_error_; }
     // Where `grant` is can start no job any more; true the first time.
     bool lose(const Grant& grant) { return devices_->lose(grant); }
 
@@ -80,10 +124,27 @@ public:
     int port_high() const { return port_high_; }
 
 private:
+    struct Held {
+        leases::Lease lease;
+        std::size_t users = 0;  // grants of this run holding it
+    };
+
+    // The lease names of `grant`: its devices', then its ports'.
+    std::vector<std::string> lease_keys(const Grant& grant) const;
+    // Takes the leases of `grant` this run does not hold yet: the index in
+    // lease_keys of one another run holds, if any.
+    Expected<std::optional<std::size_t>> lease(const Grant& grant);
+    void give_back(const Grant& grant);
+
     std::unique_ptr<Devices> devices_;
     PortPool ports_;
     int port_low_;
     int port_high_;
+    Leasing leasing_;
+    std::map<std::string, Held, std::less<>> held_;
+    std::set<int> aside_ports_;  // leased by another run when last tried
+    std::optional<Waiting> waiting_;
+    Error lease_error_;
 };
 
 }  // namespace pto::placement

@@ -27,6 +27,9 @@ public:
     // Slurm decides when a step starts: no start is this run's to promise.
     bool fits_after(std::size_t, std::size_t, std::span<const Grant* const>) const override { return false; }
     const char* scope() const override { return " on one node"; }
+    // The nodes are Slurm's to share: no leases are taken under Slurm.
+    void set_aside(const Grant& grant, int) override { release(grant); }
+    void bring_back() override {}
 
 private:
     struct Node {

@@ -71,6 +71,11 @@ public:
         for (auto* o : observers_)
             o->on_device_sick(device, why, out);
     }
+    void on_waiting(const Job& j, const std::string& what) override
+    {
+        for (auto* o : observers_)
+            o->on_waiting(j, what);
+    }
 
 private:
     std::vector<RunObserver*> observers_;

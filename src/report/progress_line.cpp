@@ -51,6 +51,8 @@ std::string format_progress(const Progress& p, std::size_t width)
         tail += std::string(dot) + std::to_string(p.failed) + " failed";
     if (!p.sick.empty())
         tail += std::string(dot) + "sick: " + format_device_range(p.sick);
+    if (!p.waiting.empty())
+        tail += std::string(dot) + p.waiting;
     tail += std::string(dot) + clock_text(p.elapsed_s);
 
     // The labels that fit, in start order; the rest is one "…".
@@ -237,6 +239,8 @@ void ProgressLine::stopped_running(std::size_t index)
 
 void ProgressLine::on_start(const Job&, const JobResult& r)
 {
+    if (r.label == waiting_label_)
+        state_.waiting.clear();
     state_.running.push_back(text::printable(r.label));
     running_index_.push_back(r.index);
     changed();
@@ -248,6 +252,13 @@ void ProgressLine::on_finish(const Job&, const JobResult& r, const JobOutput&)
     ++state_.done;
     if (r.status != JobStatus::passed && r.status != JobStatus::flaky && r.status != JobStatus::cancelled)
         ++state_.failed;
+    changed();
+}
+
+void ProgressLine::on_waiting(const Job& job, const std::string& what)
+{
+    waiting_label_ = job.label;
+    state_.waiting = text::printable(job.label) + " waits for " + text::printable(what);
     changed();
 }
 

@@ -31,6 +31,7 @@ struct Progress {
     std::vector<int> sick;   // devices whose health check failed
     double elapsed_s = 0;
     std::string stopping;    // why the run is stopping; empty while it goes on
+    std::string waiting;     // "a waits for device 0 (held by another run, pid 1234)"
 };
 
 // The line for `p` in at most `width` columns: running labels that do not
@@ -58,6 +59,7 @@ public:
     void on_device_sick(int device, const std::string&, const JobOutput&) override;
     void on_stopping(const char* reason) override;
     void on_signal(int sig) override;  // SIGWINCH, SIGCONT: draw again
+    void on_waiting(const Job& job, const std::string& what) override;
 
     // The timer that paces the drawing.
     int poll_fd() const override { return timer_.get(); }
@@ -90,6 +92,7 @@ private:
     bool finished_ = false;
     Progress state_;
     std::vector<std::size_t> running_index_;  // the job index of each of state_.running
+    std::string waiting_label_;  // of the job state_.waiting is about
 };
 
 }  // namespace pto::report

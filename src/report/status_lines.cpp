@@ -225,7 +225,16 @@ void StatusLines::on_status(const StatusReport& report)
             text += ", last: " + text::printable(last.substr(0, 200));
         text += '\n';
     }
+    if (!report.waiting.empty())
+        text += "[pto-par]   " + text::printable(report.waiting) + "\n";
     err_.write(text);  // see on_start
+}
+
+// With -v: which run (pid) holds what the next job waits for.
+void StatusLines::on_waiting(const Job& job, const std::string& what)
+{
+    if (verbosity_ > 0)
+        note("WAIT " + text::printable(job.label) + " for " + text::printable(what));
 }
 
 void StatusLines::note(const std::string& text) const

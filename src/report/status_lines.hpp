@@ -34,6 +34,7 @@ public:
     void on_stopping(const char* reason) override;
     void on_timeout(const Job&, const JobResult&, const JobOutput& output, double elapsed_s) override;
     void on_status(const StatusReport& report) override;
+    void on_waiting(const Job& job, const std::string& what) override;
     void on_notice(const std::string& text) override { note(text); }
     void on_device_sick(int device, const std::string& why, const JobOutput& output) override;
 

@@ -24,11 +24,19 @@ constexpr auto wait_after_kill = std::chrono::seconds(2);
 constexpr std::size_t read_chunk = 1024 * 1024;
 constexpr int reads_per_wake = 4;
 
+std::vector<PollClient*> with(std::vector<PollClient*> clients, PollClient* more)
+{
+    if (more != nullptr)
+        clients.push_back(more);
+    return clients;
+}
+
 }  // namespace
 
 Run::Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, const LaunchContext& ctx,
-         RunCgroup* cgroup, Helpers& helpers, placement::Placement& placement)
-    : jobs_(jobs), opt_(opt), ctx_(ctx), cgroup_(cgroup), set_(signals, opt.poll_clients), helpers_(helpers),
+         RunCgroup* cgroup, Helpers& helpers, placement::Placement& placement, leases::LockDir* locks)
+    : jobs_(jobs), opt_(opt), ctx_(ctx), cgroup_(cgroup), set_(signals, with(opt.poll_clients, locks)),
+      helpers_(helpers),
       placement_(placement),
       stop_times_{to_duration(opt.kill_grace_s), to_duration(opt.dump_grace_s), wait_after_kill},
       queue_(jobs.size()), results_(jobs.size()), grants_(jobs.size()),
@@ -37,6 +45,10 @@ Run::Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, 
       sick_retried_(jobs.size(), false), began_(Clock::now())
 {
     set_.set_helpers(&helpers);
+    // Woken by a lease given back in the one poll: the loop then tries the
+    // waiting jobs again (start_ready), with what was set aside.
+    if (locks != nullptr)
+        locks->on_freed([this] { placement_.bring_back(); });
     if (opt.slurm)
         step_control_ = {opt.slurm->scancel, &helpers, [this](const std::string& text) { notice(text); }};
     if (opt.timeout_s)
@@ -114,6 +126,8 @@ void Run::report_status()
     report.queued = stopping_ ? 0 : queue_.waiting();
     report.finished = finished_;
     report.elapsed_s = seconds(now - began_);
+    if (const auto head = queue_.front(); head && head == waiting_job_ && placement_.waiting())
+        report.waiting = jobs_[*head].label + " waits for " + waiting_for_;
     for (const auto& j : set_.jobs())
         if (!j->is_check()) {
             j->output().settle();

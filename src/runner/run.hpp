@@ -11,6 +11,7 @@
 
 #include <pto/scheduler.hpp>
 
+#include "devices/leases.hpp"
 #include "placement/placement.hpp"
 #include "queue/backfill.hpp"
 #include "queue/job_queue.hpp"
@@ -26,7 +27,7 @@ namespace pto::runner {
 class Run {
 public:
     Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, const LaunchContext& ctx,
-        RunCgroup* cgroup, Helpers& helpers, placement::Placement& placement);
+        RunCgroup* cgroup, Helpers& helpers, placement::Placement& placement, leases::LockDir* locks);
 
     Expected<void> loop();
     RunSummary take();
@@ -35,6 +36,7 @@ private:
     placement::Need need(std::size_t index) const;
     void start_ready();
     void backfill(std::size_t head);
+    void note_waiting(std::size_t index);
     bool start(std::size_t index, placement::Grant grant);
     Expected<std::unique_ptr<JobProcess>> spawn(std::size_t index, const LaunchSpec& spec, JobOutput output,
                                                 const StopTimes& times);
@@ -62,6 +64,7 @@ private:
     // Health checks (run_health.cpp).
     void check_all_devices();
     bool wants_check(const JobProcess& j) const;
+    bool check_first(const placement::Grant& grant);
     void park(std::unique_ptr<JobProcess> j);
     void start_checks(std::size_t batch);
     void check_ended(JobProcess& check, const std::string& could_not_stop);
@@ -99,6 +102,7 @@ private:
     std::vector<CheckBatch> batches_;
     StopTimes check_times_;
     std::vector<int> sick_;
+    std::vector<int> unchecked_;  // leased by another run when the checks began
     std::vector<bool> sick_retried_;  // per job: it ran again once for a sick device
     std::optional<Escapees> escapees_;
     std::size_t launches_ = 0;
@@ -111,6 +115,9 @@ private:
     std::size_t finished_ = 0;
     bool throttled_ = false;
     bool throttle_notice_given_ = false;
+    // The job last said to wait for another run's lease, and for what.
+    std::optional<std::size_t> waiting_job_;
+    std::string waiting_for_;
 };
 
 }  // namespace pto::runner

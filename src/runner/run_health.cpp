@@ -51,18 +51,44 @@ void Run::check_all_devices()
 {
     if (!opt_.device_check || opt_.slurm)
         return;
-    const std::size_t count = DevicePool(opt_.pool).size();
-    if (count == 0)
-        return;
-    // At the start everything is free.
-    auto all = placement_.acquire({count, 0, 0});
-    if (!all)
-        return;
+    // One at a time: a device another run leases now is checked before
+    // its first job here instead (check_first).
     CheckBatch batch;
-    for (int id : all->devices)
-        batch.pieces.push_back(one_device(id, 0));
+    while (auto one = placement_.acquire({1, 0, 0}))
+        batch.pieces.push_back(std::move(*one));
+    const DevicePool pool(opt_.pool);
+    for (int id : pool.ids())
+        if (std::none_of(batch.pieces.begin(), batch.pieces.end(),
+                         [id](const placement::Grant& g) { return g.devices.front() == id; }))
+            unchecked_.push_back(id);
+    if (batch.pieces.empty())
+        return;
     batches_.push_back(std::move(batch));
     start_checks(batches_.size() - 1);
+}
+
+// True when `grant` holds a device not checked yet: those are held for
+// their checks, the rest goes back, and the job waits for the verdict.
+bool Run::check_first(const placement::Grant& grant)
+{
+    placement::Grant rest = grant;
+    rest.devices.clear();
+    CheckBatch batch;
+    for (int id : grant.devices) {
+        const auto at = std::find(unchecked_.begin(), unchecked_.end(), id);
+        if (at == unchecked_.end()) {
+            rest.devices.push_back(id);
+            continue;
+        }
+        unchecked_.erase(at);
+        batch.pieces.push_back(one_device(id, grant.slots));
+    }
+    if (batch.pieces.empty())
+        return false;
+    placement_.release(rest);
+    batches_.push_back(std::move(batch));
+    start_checks(batches_.size() - 1);
+    return true;
 }
 
 // A failure of the job's own, on devices, while the run goes on: its

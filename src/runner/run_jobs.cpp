@@ -142,13 +142,43 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
     const runner::Environment env;
     const runner::LaunchContext ctx{&env, dev_null.get(), guardian ? &*guardian : nullptr};
     runner::Helpers helpers(ctx);
-    placement::Placement placement(make_devices(options), options.port_low, options.port_high);
+    // Leases across runs: not under Slurm, whose nodes are Slurm's to
+    // share, nor where nothing is ever leased (no two descriptors spent).
+    const bool leases_needed =
+        (options.device_check && !options.pool.empty()) ||
+        std::any_of(jobs.begin(), jobs.end(), [](const Job& j) { return j.device_count > 0 || j.port_count > 0; });
+    std::optional<leases::LockDir> locks;
+    std::string lease_notice;
+    if (options.lock_dir && !options.slurm && leases_needed) {
+        auto opened = leases::LockDir::open(*options.lock_dir);
+        if (opened) {
+            locks.emplace(std::move(*opened));
+            std::vector<std::string> inherited;
+            for (const auto& d : options.inherited_devices)
+                inherited.push_back(leases::device_key(d));
+            for (int port : options.inherited_ports)
+                inherited.push_back(leases::port_key(port));
+            locks->inherit(std::move(inherited));
+        } else if (!options.lock_dir->empty()) {
+            return tl::unexpected(opened.error());
+        } else {
+            // The default place may be missing (a bare container): said,
+            // and the run goes on unseen by other runs.
+            lease_notice = "no leases across runs, so other runs on this machine may take the same devices and "
+                           "ports: " + opened.error().message;
+        }
+    }
+    placement::Placement placement(make_devices(options), options.port_low, options.port_high,
+                                   {locks ? &*locks : nullptr, options.device_identity});
 
     // Declared last, destroyed first: a Run that ends by an error or an
     // exception stops and reaps whatever of its jobs still runs.
-    runner::Run run(jobs, options, *signals, ctx, cgroup ? &*cgroup : nullptr, helpers, placement);
+    runner::Run run(jobs, options, *signals, ctx, cgroup ? &*cgroup : nullptr, helpers, placement,
+                    locks ? &*locks : nullptr);
     if (!cgroup_notice.empty() && options.observer != nullptr)
         options.observer->on_notice(cgroup_notice);
+    if (!lease_notice.empty() && options.observer != nullptr)
+        options.observer->on_notice(lease_notice);
     if (auto ok = run.loop(); !ok)
         return tl::unexpected(ok.error());
     return run.take();

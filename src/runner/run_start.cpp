@@ -35,12 +35,23 @@ void Run::start_ready()
             return;  // until a running job ends and frees what it held
         const bool retry = queue_.front_is_retry();
         auto grant = placement_.acquire(need(*index));
-        if (!grant && grant.error() == placement::Shortage::devices) {
+        if (!grant && (grant.error() == placement::Shortage::devices || grant.error() == placement::Shortage::leased)) {
+            note_waiting(*index);
             // Head-of-line: nothing behind it may pass, unless history says
             // it will be done before the head can start.
             if (opt_.backfill && !retry)
                 backfill(*index);
             return;
+        }
+        if (!grant && grant.error() == placement::Shortage::lease_failed) {
+            const Error& why = placement_.lease_error();
+            if (is_shortage(why.sys_errno) && !set_.empty()) {
+                throttle(why);
+                return;
+            }
+            fail_to_start(*index, {}, why);
+            queue_.pop_front();
+            continue;
         }
         if (!grant) {
             // A running job's ports come back when it ends; with nothing of
@@ -67,6 +78,23 @@ void Run::start_ready()
                        jobs_[*index].label + "' by " + late + "s");
             }
     }
+}
+
+// The head waits for what another run leases: said once for each thing
+// and holder it waits for.
+void Run::note_waiting(std::size_t index)
+{
+    const auto& w = placement_.waiting();
+    if (!w)
+        return;
+    std::string what = w->what + " (held by another run" +
+                       (w->holder != 0 ? ", pid " + std::to_string(w->holder) : std::string()) + ")";
+    if (waiting_job_ == index && what == waiting_for_)
+        return;
+    waiting_job_ = index;
+    waiting_for_ = std::move(what);
+    if (opt_.observer != nullptr)
+        opt_.observer->on_waiting(jobs_[index], waiting_for_);
 }
 
 // EASY backfill: the head waits for devices; the time it can start at the
@@ -167,10 +195,13 @@ Expected<std::unique_ptr<JobProcess>> Run::spawn(std::size_t index, const Launch
 }
 
 // False when the job could not start for lack of a resource (descriptors,
-// processes, memory) while others run: it stays at the head of the queue
-// until one of them ends and gives back what it held.
+// processes, memory) while others run, or waits for the first check of a
+// device it got: it stays at the head of the queue until one of them ends
+// and gives back what it held.
 bool Run::start(std::size_t index, placement::Grant grant)
 {
+    if (!unchecked_.empty() && check_first(grant))
+        return false;  // stays at the head until its devices are checked
     const Job& job = jobs_[index];
     auto spec = job.build ? job.build(Allocation{grant.devices, grant.ports}) : fail("job has no build function");
     if (!spec) {

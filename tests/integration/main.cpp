@@ -2,10 +2,13 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 // `integration_tests --unkillable PIDFILE`: what a copy of this binary made
@@ -33,6 +36,17 @@ int main(int argc, char** argv)
     // write then fails with EPIPE, which Process ignores. Children get the
     // default back.
     signal(SIGPIPE, SIG_IGN);
+    // Leases in a lock directory of this test process's own, never in
+    // /run/lock: the runs of one suite lease as any run does, and neither
+    // the suites run beside it nor CI runners on the machine wait for them.
+    std::string locks = (std::filesystem::temp_directory_path() / "pto-par-test-locks-XXXXXX").string();
+    // Mode 1777 as pto-par makes its own: some tests run it as another user.
+    if (mkdtemp(locks.data()) == nullptr || chmod(locks.c_str(), 01777) != 0 ||
+        setenv("PTO_PAR_LOCK_DIR", locks.c_str(), 1) != 0)
+        return 2;
     doctest::Context context(argc, argv);
-    return context.run();
+    const int status = context.run();
+    std::error_code ignored;  // a leftover in $TMPDIR is no test's failure
+    std::filesystem::remove_all(locks, ignored);
+    return status;
 }

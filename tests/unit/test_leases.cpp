@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <map>
+
 #include "devices/leases.hpp"
 #include "scratch_dir.hpp"
 
@@ -170,6 +172,26 @@ TEST_CASE("a holder killed with SIGKILL: the kernel gives its lease back and the
     auto got = waiter.try_take(keys);
     REQUIRE(got);
     CHECK(std::holds_alternative<std::vector<Lease>>(*got));
+}
+
+TEST_CASE("a nested run inherits its job's devices by identity and its ports, and nothing outside a job")
+{
+    std::map<std::string, std::string> env{{"PTO_PAR_DEVICES", "2,3"}, {"PTO_PAR_DEVICE_NAMES", ""},
+                                           {"PTO_PAR_PORTS", "40000-40002"}};
+    const auto get = [&env](const char* name) -> const char* {
+        const auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+    };
+    CHECK(inherited_from(get).devices.empty());
+    env["PTO_PAR_SEQ"] = "4";
+    auto got = inherited_from(get);
+    CHECK(got.devices == std::vector<std::string>{"2", "3"});
+    CHECK(got.ports == std::vector<int>{40000, 40001, 40002});
+    env["PTO_PAR_DEVICE_NAMES"] = "GPU-a,GPU-b";
+    env["PTO_PAR_PORTS"] = "40000-x";
+    got = inherited_from(get);
+    CHECK(got.devices == std::vector<std::string>{"GPU-a", "GPU-b"});
+    CHECK(got.ports.empty());
 }
 
 }  // TEST_SUITE

@@ -3,8 +3,13 @@
 #include "placement/local_devices.hpp"
 #include "placement/placement.hpp"
 #include "placement/slurm_nodes.hpp"
+#include "scratch_dir.hpp"
+
+#include <unistd.h>
 
 using pto::placement::Grant;
+using pto::leases::LockDir;
+using pto::placement::Leasing;
 using pto::placement::LocalDevices;
 using pto::placement::Placement;
 using pto::placement::Shortage;
@@ -17,6 +22,31 @@ Placement local(V ids)
 {
     // An empty port range: no test here binds a port.
     return Placement(std::make_unique<LocalDevices>(std::move(ids)), 1, 0);
+}
+
+// Two runs' lock directories in one place: an flock is per open file, so
+// two of them in one process shut each other out as two runs would.
+struct TwoRuns {
+    pto::test::ScratchDir scratch{"placement-leases"};
+    LockDir ours = open();
+    LockDir other = open();
+
+    LockDir open()
+    {
+        auto d = LockDir::open(scratch.path().string());
+        REQUIRE(d);
+        return std::move(*d);
+    }
+    Leasing leasing(std::function<std::string(int)> identity = {}) { return {&ours, std::move(identity)}; }
+};
+
+// The other run leases `keys` (held while the result lives).
+std::vector<pto::leases::Lease> take(LockDir& dir, std::vector<std::string> keys)
+{
+    auto taken = dir.try_take(keys);
+    REQUIRE(taken);
+    REQUIRE(std::holds_alternative<std::vector<pto::leases::Lease>>(*taken));
+    return std::move(std::get<std::vector<pto::leases::Lease>>(*taken));
 }
 
 }  // namespace
@@ -137,6 +167,91 @@ TEST_CASE("slots: fits_after counts slots given back")
     CHECK(p.fits_after({1, 0, 2}, freed));
     CHECK_FALSE(p.fits_after({1, 0}, {}));
     CHECK(p.fits_after({1, 0}, freed));
+}
+
+TEST_CASE("leases: a device another run holds is set aside, the next is taken, and the holder is named")
+{
+    TwoRuns runs;
+    auto others = take(runs.other, {pto::leases::device_key("0")});
+    Placement p(std::make_unique<LocalDevices>(V{0, 1, 2}), 1, 0, runs.leasing());
+    auto a = p.acquire({2, 0});
+    REQUIRE(a);
+    CHECK(a->devices == V{1, 2});
+    auto b = p.acquire({1, 0});
+    REQUIRE_FALSE(b);
+    CHECK(b.error() == Shortage::devices);
+    REQUIRE(p.waiting());
+    CHECK(p.waiting()->what == "device 0");
+    CHECK(p.waiting()->holder == getpid());
+    // The run's own devices are leased: the other run cannot have them.
+    auto busy = runs.other.try_take(std::vector<std::string>{pto::leases::device_key("1")});
+    REQUIRE(busy);
+    CHECK(std::holds_alternative<pto::leases::Busy>(*busy));
+
+    others.clear();
+    p.bring_back();
+    CHECK_FALSE(p.waiting());
+    CHECK(p.acquire({1, 0})->devices == V{0});
+    p.release(*a);
+    auto now = runs.other.try_take(std::vector<std::string>{pto::leases::device_key("1")});
+    REQUIRE(now);
+    CHECK(std::holds_alternative<std::vector<pto::leases::Lease>>(*now));
+}
+
+TEST_CASE("leases: jobs sharing a device's slots share its lease, given back with the last slot")
+{
+    TwoRuns runs;
+    Placement p(std::make_unique<LocalDevices>(V{0}, 2), 1, 0, runs.leasing());
+    auto a = p.acquire({1, 0, 1});
+    auto b = p.acquire({1, 0, 1});
+    REQUIRE((a && b));
+    const std::vector<std::string> dev0{pto::leases::device_key("0")};
+    p.release(*a);
+    CHECK(std::holds_alternative<pto::leases::Busy>(*runs.other.try_take(dev0)));
+    p.release(*b);
+    CHECK(std::holds_alternative<std::vector<pto::leases::Lease>>(*runs.other.try_take(dev0)));
+}
+
+TEST_CASE("leases: a device is leased by its identity on the machine, a withheld one stays leased")
+{
+    TwoRuns runs;
+    Placement p(std::make_unique<LocalDevices>(V{0, 1}), 1, 0,
+                runs.leasing([](int id) { return "GPU-" + std::to_string(id) + "/a"; }));
+    auto a = p.acquire({1, 0});
+    REQUIRE(a);
+    const std::vector<std::string> gpu0{pto::leases::device_key("GPU-0/a")};
+    CHECK(std::holds_alternative<pto::leases::Busy>(*runs.other.try_take(gpu0)));
+    CHECK(std::holds_alternative<std::vector<pto::leases::Lease>>(
+        *runs.other.try_take(std::vector<std::string>{pto::leases::device_key("0")})));
+    p.withhold(*a);
+    CHECK(std::holds_alternative<pto::leases::Busy>(*runs.other.try_take(gpu0)));
+}
+
+TEST_CASE("leases: a port another run holds is waited for, not a port shortage")
+{
+    TwoRuns runs;
+    // Ports far above the ranges other tests bind.
+    auto others = take(runs.other, {pto::leases::port_key(47311)});
+    Placement p(std::make_unique<LocalDevices>(V{}), 47311, 47312, runs.leasing());
+    auto a = p.acquire({0, 1});
+    REQUIRE(a);
+    CHECK(a->ports == V{47312});
+    auto b = p.acquire({0, 1});
+    REQUIRE_FALSE(b);
+    CHECK(b.error() == Shortage::leased);
+    CHECK(p.waiting()->what == "port 47311");
+    others.clear();
+    p.bring_back();
+    CHECK(p.acquire({0, 1})->ports == V{47311});
+}
+
+TEST_CASE("leases: a nested run's inherited leases are taken without waiting")
+{
+    TwoRuns runs;
+    auto outer = take(runs.other, {pto::leases::device_key("3")});
+    runs.ours.inherit({pto::leases::device_key("3")});
+    Placement p(std::make_unique<LocalDevices>(V{3}), 1, 0, runs.leasing());
+    CHECK(p.acquire({1, 0})->devices == V{3});
 }
 
 }

@@ -52,6 +52,10 @@ TEST_CASE("the line: done/total, what runs in start order, failures, the clock")
     p.sick = {1, 2, 5};
     CHECK(format_progress(p, 200) ==
           "[12/80] 3 running: allreduce, test_mul.py, x \xC2\xB7 1 failed \xC2\xB7 sick: 1,2,5 \xC2\xB7 2:14");
+    p.waiting = "y waits for device 0 (held by another run, pid 42)";
+    CHECK(format_progress(p, 200) == "[12/80] 3 running: allreduce, test_mul.py, x \xC2\xB7 1 failed \xC2\xB7 sick: "
+                                     "1,2,5 \xC2\xB7 y waits for device 0 (held by another run, pid 42) \xC2\xB7 2:14");
+    p.waiting.clear();
     p.elapsed_s = 3 * 3600 + 62;
     CHECK(format_progress(p, 200).ends_with("3:01:02"));
     CHECK(format_progress(running({}, 80, 80), 200) == "[80/80] 0 running \xC2\xB7 2:14");

@@ -1,0 +1,135 @@
+// Leases across runs: two pto-par runs on one machine never hold the same
+// device or port at once. Every test leases in a lock directory of its own
+// (--lock-dir), never in /run/lock, so that tests running beside each
+// other, and CI runners on the machine, are out of each other's way.
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <string>
+
+#include "process.hpp"
+#include "reports.hpp"
+
+using namespace pto::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// `count` jobs labelled PREFIXn that each write "WHAT BEGIN END LABEL" to
+// `records` for the time they hold WHAT.
+std::string holding_jobs(const std::string& prefix, int count, const std::string& head, const std::string& what,
+                         const std::string& records)
+{
+    std::string cmds;
+    for (int i = 1; i <= count; ++i)
+        cmds += head + ",label=" + prefix + std::to_string(i) +
+                " b=$(date +%s.%N); sleep 0.05; e=$(date +%s.%N); echo \"" + what +
+                " $b $e $PTO_PAR_LABEL\" >> " + records + "\n";
+    return cmds;
+}
+
+// Two runs of 40 jobs started at once with `args`, each job holding `what`
+// (as its shell expands it) by `head`: both finish, and no two holds of
+// one thing overlap.
+void two_runs(const std::string& head, const std::string& what, std::vector<std::string> args)
+{
+    TempDir dir;
+    const auto records = dir.file("holds");
+    args.insert(args.begin(), pto_par());
+    args.insert(args.end(), {"--lock-dir", dir.file("locks")});
+    std::vector<std::string> a = args;
+    std::vector<std::string> b = args;
+    a.push_back(dir.write("a.cmds", holding_jobs("a", 40, head, what, records)));
+    b.push_back(dir.write("b.cmds", holding_jobs("b", 40, head, what, records)));
+    Process first(a);
+    Process second(b);
+    const auto ra = first.wait(60s);
+    const auto rb = second.wait(60s);
+    INFO("first: " << ra.err);
+    INFO("second: " << rb.err);
+    CHECK(ra.exit_code == 0);
+    CHECK(rb.exit_code == 0);
+    CHECK(lines_with(ra.err, "] PASS ").size() == 40);
+    CHECK(lines_with(rb.err, "] PASS ").size() == 40);
+    const std::string holds = dir.read("holds");
+    CHECK(lines_with(holds, " ").size() == 80);
+    const auto overlaps = overlapping_holds(holds);
+    CHECK_MESSAGE(overlaps.empty(), overlaps.size() << " overlaps, the first: " << overlaps.front());
+}
+
+}  // namespace
+
+TEST_SUITE("leases") {
+
+TEST_CASE("two runs started at once on -d 0-3 never hold one device at once, and both finish")
+{
+    two_runs("@1", "dev$PTO_PAR_DEVICES", {"-d", "0-3"});
+}
+
+TEST_CASE("two runs started at once with --ports never hand out one port at once, and both finish")
+{
+    two_runs("@0,ports=1", "port$PTO_PAR_PORT", {"-d", "none", "-j", "4", "--ports", "40100-40103"});
+}
+
+TEST_CASE("a job waiting for another run's device: -v and SIGUSR1 name the device and the holder's pid")
+{
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    // The holder holds until told: however slow the machine, the waiter
+    // is asked while it waits.
+    Process holder({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("a.cmds", "@1,label=long sleep 60\n")});
+    REQUIRE(holder.wait_for_stderr("START long", 10s));
+    Process waiter(
+        {pto_par(), "-v", "-d", "0", "--lock-dir", locks, dir.write("b.cmds", "@1,label=short true\n")});
+    const std::string said = "device 0 (held by another run, pid " + std::to_string(holder.pid()) + ")";
+    CHECK(waiter.wait_for_stderr("WAIT short for " + said, 10s));
+    waiter.send(SIGUSR1);
+    CHECK(waiter.wait_for_stderr("short waits for " + said, 10s));
+    CHECK_FALSE(waiter.wait_for_stderr("START short", 300ms));
+    holder.send(SIGTERM);
+    const auto a = holder.wait(20s);
+    const auto b = waiter.wait(20s);
+    INFO(b.err);
+    CHECK(a.exit_code == 128 + SIGTERM);
+    CHECK(b.exit_code == 0);
+    // It started once the first run had given the device back.
+    CHECK(b.err.find("START short") != std::string::npos);
+}
+
+TEST_CASE("a nested run uses its job's leased device and ports and never waits for them")
+{
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    const auto inner = dir.write("inner.cmds", "@1,ports=2,label=inner echo inner $PTO_PAR_DEVICES $PTO_PAR_PORTS $PTO_PAR_LOCK_DIR\n");
+    // Neither --ports nor --lock-dir inside: a nested run's range is its
+    // job's $PTO_PAR_PORTS, and it leases where its outer run does.
+    const auto outer = dir.write("outer.cmds", "@1,ports=2,label=outer " + pto_par() + " " + inner + "\n");
+    const auto r = run({pto_par(), "-d", "2-3", "--ports", "40200-40209", "--lock-dir", locks, outer}, {}, {}, 20s);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("inner 2 40200-40201 " + locks + "\n") != std::string::npos);
+}
+
+TEST_CASE("a device another run leases when the checks begin is checked before its first job here")
+{
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    const auto log = dir.file("log");
+    Process holder({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("a.cmds", "@1,label=long sleep 1.5\n")});
+    REQUIRE(holder.wait_for_stderr("START long", 10s));
+    const auto r = run({pto_par(), "-d", "0-1", "--lock-dir", locks, "--device-check",
+                        "echo check $PTO_PAR_DEVICES >> " + log,
+                        dir.write("b.cmds", "@2,label=both echo job $PTO_PAR_DEVICES >> " + log + "\n")},
+                       {}, {}, 20s);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(holder.wait(20s).exit_code == 0);
+    const std::string got = dir.read("log");
+    INFO(got);
+    const auto job = got.find("job 0,1");
+    REQUIRE(job != std::string::npos);
+    CHECK(got.find("check 0") < job);
+    CHECK(got.find("check 1") < job);
+}
+
+}  // TEST_SUITE

@@ -411,6 +411,8 @@ JobOutput::Taken JobOutput::take_from_pipe(int fd, std::size_t max_bytes,
                                            const std::function<void(std::string_view)>& live)
 {
     widen(fd);
+    // Bytes that passed before (pass_from_pipe) come before these in the end kept.
+    settle();
     // Only bytes taken from a pipe may wait for room: the pipe then waits too.
     pausable_ = true;
     const struct Unpausable {

@@ -146,9 +146,13 @@ Expected<Guardian> Guardian::start(const std::string& run_cgroup, std::size_t mo
         return tl::unexpected(sys_error("fork (the guardian)", errno));
     if (pid == 0) {
         // Its own session: Ctrl-C at the terminal and a signal to pto-par's
-        // group do not reach it; it ends with its pipe. Every signal stays
-        // blocked as the run blocked them; SIGKILL still ends it.
+        // group do not reach it; it ends with its pipe. Every signal is
+        // blocked (the run's stop signals are caught, not blocked, there);
+        // SIGKILL still ends it.
         (void)setsid();  // fails only for a group leader, which a fresh child is not
+        sigset_t all;
+        sigfillset(&all);
+        (void)sigprocmask(SIG_BLOCK, &all, nullptr);  // cannot fail with a valid set
         const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         for (int std_fd = 0; std_fd < 3; ++std_fd)
             if (null_fd >= 0)

@@ -71,12 +71,10 @@ Expected<SignalChannel> SignalChannel::open(bool stop_signals, std::span<const i
     sigset_t stops;
     sigemptyset(&stops);
     for (std::size_t i = 0; i < relayed.size(); ++i) {
-        if (sigaction(relayed[i], nullptr, &ch.caller_actions_[i]) != 0)
-            return tl::unexpected(sys_error("sigaction", errno));
-        // Ignored by whoever started pto-par (nohup): it stays so.
-        if (ch.caller_actions_[i].sa_handler == SIG_IGN)
-            continue;
-        if (sigaction(relayed[i], &act, nullptr) != 0)
+        // Caught even when whoever started pto-par ignored it (a shell's
+        // background job ignores SIGINT): blocked for a signalfd, as they
+        // were before, such a signal stopped the run all the same.
+        if (sigaction(relayed[i], &act, &ch.caller_actions_[i]) != 0)
             return tl::unexpected(sys_error("sigaction", errno));
         ch.handled_[i] = true;
         sigaddset(&stops, relayed[i]);

@@ -17,8 +17,8 @@ namespace pto::runner {
 class SignalChannel {
 public:
     // SIGCHLD always; with `stop_signals` also SIGINT, SIGTERM, SIGHUP,
-    // SIGUSR1; and every signal of `watched`. A stop signal the caller
-    // ignores stays ignored.
+    // SIGUSR1; and every signal of `watched`; a stop signal the caller
+    // ignores too.
     static Expected<SignalChannel> open(bool stop_signals, std::span<const int> watched = {});
 
     SignalChannel(SignalChannel&&) noexcept;

@@ -162,6 +162,17 @@ TEST_CASE("of two stop signals while the reports are written, the first one sets
     CHECK(report.find("</testsuite>") != std::string::npos);
 }
 
+TEST_CASE("SIGINT stops a run started in the background of a script, which ignores it for its children")
+{
+    TempDir dir;
+    const auto r = run({"/bin/sh", "-c",
+                        "\"$0\" -d none \"$1\" & run=$!; sleep 0.5; kill -INT $run; wait $run; echo \"exit=$?\"",
+                        pto_par(), dir.write("long.cmds", "@0,label=long sleep 30\n")},
+                       {}, {}, 30s);
+    CHECK(r.out.find("exit=130") != std::string::npos);
+    CHECK(r.seconds < 20);
+}
+
 TEST_CASE("pto-par /dev/zero is an immediate error with flat memory")
 {
     const auto r = run({pto_par(), "-d", "none", "/dev/zero"}, {}, {}, 3s);

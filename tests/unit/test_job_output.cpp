@@ -210,4 +210,25 @@ TEST_CASE("pass_from_pipe: every byte reaches a pipe or a file as it was written
     }
 }
 
+TEST_CASE("bytes read after bytes passed come after them in the end kept")
+{
+    int job[2], target[2];
+    REQUIRE(pipe2(job, O_CLOEXEC | O_NONBLOCK) == 0);
+    REQUIRE(pipe2(target, O_CLOEXEC | O_NONBLOCK) == 0);
+    auto out = JobOutput::reserve(pto::SpillPlace{});
+    REQUIRE(out);
+    REQUIRE(write(job[1], "passed,", 7) == 7);
+    const auto passed = out->pass_from_pipe(job[0], 1 << 20, JobOutput::Passage{target[1], true, true});
+    CHECK(passed.bytes == 7);
+    // The target takes no more now (as a slow reader's would): read instead.
+    REQUIRE(write(job[1], "read", 4) == 4);
+    const auto taken = out->take_from_pipe(job[0], 1 << 20, nullptr);
+    CHECK(taken.bytes == 4);
+    out->settle();
+    CHECK(out->size() == 11);
+    CHECK(out->tail(64) == "passed,read");
+    for (int fd : {job[0], job[1], target[0], target[1]})
+        close(fd);
+}
+
 }

@@ -266,6 +266,12 @@ struct RunOptions {
     // as SIGWINCH for a display sized to the terminal: blocked while the run
     // lasts and read from its signalfd, with its own signals.
     std::vector<int> watched_signals;
+    // A signalfd of the caller's (its mask at least SIGINT, SIGTERM, SIGHUP
+    // and SIGUSR1, as a caller that reads its own signals that way has) for
+    // the run to read its signals from, instead of opening one: a
+    // descriptor more for the jobs. Its mask takes in the run's signals and
+    // keeps them; -1: the run opens its own.
+    int signal_fd = -1;
     Containment containment = Containment::automatic;  // without effect under Slurm (slurmd holds the tasks)
     std::optional<SlurmOptions> slurm;
     // The TCP ports jobs draw from (Job::port_count): a second pool, with the

@@ -14,9 +14,9 @@ namespace pto::cli {
 // containment its cgroup's directory and cgroup.events; a child born in its
 // cgroup by clone3 needs no such pipe, one moved there needs cgroup.procs
 // too. Under cgroups the run's own cgroup directory, held locked, is
-// counted here as well. And what the run itself opens (its signalfd,
-// /dev/null, the guardian's pipe).
-inline constexpr std::size_t run_descriptors = 3;
+// counted here as well. And what the run itself opens (/dev/null, the
+// guardian's pipe; it reads its signals from pto-par's own signalfd).
+inline constexpr std::size_t run_descriptors = 2;
 inline constexpr std::size_t job_descriptors_pgroup = 5;
 inline constexpr std::size_t job_descriptors_cgroup_clone3 = 6;
 inline constexpr std::size_t job_descriptors_cgroup = 9;

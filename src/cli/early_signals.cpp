@@ -21,10 +21,11 @@ Expected<int> EarlySignals::take()
     for (const int sig : *got) {
         if (sig == SIGUSR1)
             ++status_requests;
-        else if (sig != SIGCHLD && ++stops_taken_ == 1)
+        else if ((sig == SIGINT || sig == SIGTERM || sig == SIGHUP) && ++stops_taken_ == 1)
             stop_signal_ = sig;
         // SIGCHLD: a child of run_jobs reaped by then, or one pto-par was
-        // started with; either way nothing to do here.
+        // started with; either way nothing to do here. Nor for what the run
+        // watched on this descriptor (SIGWINCH, SIGCONT).
     }
     return status_requests;
 }

@@ -310,6 +310,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     ro.port_low = opt.port_low;
     ro.port_high = opt.port_high;
     ro.lock_dir = *lock_dir;
+    ro.signal_fd = signals.fd();
     // Leased by what a job sees in its device variable, as a nested run
     // started in the job finds them again.
     ro.device_identity = [&found = *pool](int id) { return found.value_for(found.variable, std::span<const int>(&id, 1)); };

@@ -122,7 +122,7 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
                             " processes left in its cgroups by an earlier pto-par run that was killed";
     }
 
-    auto signals = runner::SignalChannel::open(options.handle_signals, options.watched_signals);
+    auto signals = runner::SignalChannel::open(options.handle_signals, options.watched_signals, options.signal_fd);
     if (!signals)
         return tl::unexpected(signals.error());
     UniqueFd dev_null(open("/dev/null", O_RDONLY | O_CLOEXEC));

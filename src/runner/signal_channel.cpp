@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <string>
+#include <utility>
 
 namespace pto::runner {
 
@@ -37,7 +38,7 @@ void relay(int sig)
 
 }  // namespace
 
-Expected<SignalChannel> SignalChannel::open(bool stop_signals, std::span<const int> watched)
+Expected<SignalChannel> SignalChannel::open(bool stop_signals, std::span<const int> watched, int borrowed)
 {
     sigset_t set;
     sigemptyset(&set);
@@ -54,9 +55,20 @@ Expected<SignalChannel> SignalChannel::open(bool stop_signals, std::span<const i
     if (sigprocmask(SIG_BLOCK, &set, &ch.caller_mask_) != 0)
         return tl::unexpected(sys_error("sigprocmask", errno));
     ch.restore_ = true;
-    ch.fd_ = UniqueFd(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
-    if (!ch.fd_)
-        return tl::unexpected(sys_error("signalfd", errno));  // ~SignalChannel restores the mask
+    if (borrowed >= 0) {
+        // The borrowed descriptor's own signals stay in its mask: what this
+        // channel adds is unblocked again when it ends, so never pending
+        // for the owner.
+        sigaddset(&set, SIGUSR1);
+        sigaddset(&set, relay_signal());
+        if (signalfd(borrowed, &set, 0) < 0)
+            return tl::unexpected(sys_error("signalfd", errno));  // ~SignalChannel restores the mask
+        ch.borrowed_ = borrowed;
+    } else {
+        ch.fd_ = UniqueFd(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
+        if (!ch.fd_)
+            return tl::unexpected(sys_error("signalfd", errno));  // ~SignalChannel restores the mask
+    }
     if (!stop_signals)
         return ch;
 
@@ -86,7 +98,7 @@ Expected<SignalChannel> SignalChannel::open(bool stop_signals, std::span<const i
 }
 
 SignalChannel::SignalChannel(SignalChannel&& o) noexcept
-    : fd_(std::move(o.fd_)), caller_mask_(o.caller_mask_), restore_(std::exchange(o.restore_, false)),
+    : fd_(std::move(o.fd_)), borrowed_(std::exchange(o.borrowed_, -1)), caller_mask_(o.caller_mask_), restore_(std::exchange(o.restore_, false)),
       caller_actions_(o.caller_actions_), handled_(std::exchange(o.handled_, {}))
 {
 }
@@ -106,7 +118,7 @@ Expected<std::vector<int>> SignalChannel::drain()
     std::vector<int> got;
     signalfd_siginfo info[16];
     for (;;) {
-        const ssize_t n = read(fd_.get(), info, sizeof info);
+        const ssize_t n = read(fd(), info, sizeof info);
         if (n < 0) {
             if (errno == EINTR)
                 continue;

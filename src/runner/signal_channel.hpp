@@ -18,15 +18,18 @@ class SignalChannel {
 public:
     // SIGCHLD always; with `stop_signals` also SIGINT, SIGTERM, SIGHUP,
     // SIGUSR1; and every signal of `watched`; a stop signal the caller
-    // ignores too.
-    static Expected<SignalChannel> open(bool stop_signals, std::span<const int> watched = {});
+    // ignores too. `borrowed`: a signalfd of the caller's (with the stop
+    // signals) to read them from instead of a new one, a descriptor fewer
+    // for the jobs; its mask then takes in these signals too, and it is
+    // left open.
+    static Expected<SignalChannel> open(bool stop_signals, std::span<const int> watched = {}, int borrowed = -1);
 
     SignalChannel(SignalChannel&&) noexcept;
     SignalChannel& operator=(SignalChannel&&) = delete;
     SignalChannel(const SignalChannel&) = delete;
     ~SignalChannel();  // restores the caller's mask and handlers
 
-    int fd() const { return fd_.get(); }
+    int fd() const { return borrowed_ >= 0 ? borrowed_ : fd_.get(); }
 
     // Every signal that has arrived since the last call; SIGINT, SIGTERM
     // and SIGHUP in the order they came.
@@ -37,6 +40,7 @@ private:
 
     SignalChannel() = default;
     UniqueFd fd_;
+    int borrowed_ = -1;
     sigset_t caller_mask_{};
     bool restore_ = false;
     std::array<struct sigaction, relayed.size()> caller_actions_{};

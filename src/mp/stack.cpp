@@ -78,7 +78,8 @@ std::optional<std::size_t> usable_stack_bytes(std::size_t bytes) noexcept
 {
     const std::size_t page = page_size();
     const std::size_t pages = bytes / page + (bytes % page != 0 ? 1 : 0);
-    if (pages > (SIZE_MAX - guard_bytes) / page - stack_colours) return std::nullopt;
+    // With its guard region, a page more at most.
+    if (pages > (SIZE_MAX - guard_bytes) / page - 1) return std::nullopt;
     return pages * page;
 }
 
@@ -101,37 +102,76 @@ Expected<void> check_map_budget(std::size_t stacks)
                 ") or spawn fewer ranks");
 }
 
-Expected<Stack> Stack::map(std::size_t usable_bytes, std::size_t colour)
+std::size_t guard_for(std::size_t usable_bytes) noexcept
 {
-    const std::size_t guard = guard_bytes + colour % stack_colours * page_size();
-    const std::size_t total = usable_bytes + guard;
-    // Mapped inaccessible first: such a mapping is not charged against the
-    // commit limit, so the guard regions cost no commit even with
-    // vm.overcommit_memory=2; only the usable part is made writable.
-    void* p = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (p == MAP_FAILED) return tl::unexpected(map_error("mmap", usable_bytes, errno));
-    auto* base = static_cast<std::byte*>(p);
-    if (mprotect(base + guard, usable_bytes, PROT_READ | PROT_WRITE) != 0) {
+    const std::size_t page = page_size();
+    return (guard_bytes + usable_bytes) / page % 2 == 1 ? guard_bytes : guard_bytes + page;
+}
+
+struct Stack::Chunk {
+    std::byte* base;
+    std::size_t size;
+    std::size_t live = 0;  // stacks of it not yet released
+};
+
+StackCarver::StackCarver(std::size_t count, std::size_t usable_bytes) noexcept
+    : remaining_(count), usable_(usable_bytes), guard_(guard_for(usable_bytes))
+{
+}
+
+StackCarver::~StackCarver()
+{
+    if (chunk_ != nullptr && chunk_->live == 0) {
+        // Exactly what mmap returned: cannot fail.
+        [[maybe_unused]] const int rc = munmap(chunk_->base, chunk_->size);
+        assert(rc == 0);
+        delete chunk_;
+    }
+}
+
+Expected<Stack> StackCarver::next()
+{
+    const std::size_t slot = guard_ + usable_;
+    if (chunk_ == nullptr || taken_ == StackCarver::chunk_stacks) {
+        if (chunk_ != nullptr && chunk_->live == 0) {
+            [[maybe_unused]] const int rc = munmap(chunk_->base, chunk_->size);
+            assert(rc == 0);
+            delete chunk_;
+        }
+        chunk_ = nullptr;
+        // As many as fit a size_t too, one at least (usable_stack_bytes).
+        const std::size_t stacks = std::min({remaining_, StackCarver::chunk_stacks, SIZE_MAX / slot});
+        // Mapped inaccessible first: such a mapping is not charged against
+        // the commit limit, so the guard regions cost no commit even with
+        // vm.overcommit_memory=2; only the usable parts are made writable.
+        void* p = mmap(nullptr, stacks * slot, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (p == MAP_FAILED) return tl::unexpected(map_error("mmap", usable_, errno));
+        chunk_ = new Stack::Chunk{static_cast<std::byte*>(p), stacks * slot};
+        taken_ = 0;
+    }
+    std::byte* low = chunk_->base + taken_ * slot;
+    if (mprotect(low + guard_, usable_, PROT_READ | PROT_WRITE) != 0)
         // ENOMEM: splitting the mapping crossed vm.max_map_count, or the
         // commit limit refused the usable part.
-        const int err = errno;
-        // Unmapping exactly what mmap returned cannot fail.
-        munmap(p, total);
-        return tl::unexpected(map_error("mprotect", usable_bytes, err));
-    }
+        return tl::unexpected(map_error("mprotect", usable_, errno));
+    ++taken_;
+    --remaining_;
+    ++chunk_->live;
     Stack stack;
-    stack.base_ = base;
-    stack.guard_ = guard;
-    stack.mapped_ = total;
+    stack.chunk_ = chunk_;
+    stack.low_ = low;
+    stack.guard_ = guard_;
+    stack.usable_ = usable_;
     const auto usable = stack.usable();
     stack.valgrind_id_ = valgrind_register_stack(usable.data(), usable.data() + usable.size());
     return stack;
 }
 
 Stack::Stack(Stack&& other) noexcept
-    : base_(std::exchange(other.base_, nullptr)),
+    : chunk_(std::exchange(other.chunk_, nullptr)),
+      low_(std::exchange(other.low_, nullptr)),
       guard_(std::exchange(other.guard_, 0)),
-      mapped_(std::exchange(other.mapped_, 0)),
+      usable_(std::exchange(other.usable_, 0)),
       valgrind_id_(std::exchange(other.valgrind_id_, 0))
 {
 }
@@ -140,9 +180,10 @@ Stack& Stack::operator=(Stack&& other) noexcept
 {
     if (this != &other) {
         release();
-        base_ = std::exchange(other.base_, nullptr);
+        chunk_ = std::exchange(other.chunk_, nullptr);
+        low_ = std::exchange(other.low_, nullptr);
         guard_ = std::exchange(other.guard_, 0);
-        mapped_ = std::exchange(other.mapped_, 0);
+        usable_ = std::exchange(other.usable_, 0);
         valgrind_id_ = std::exchange(other.valgrind_id_, 0);
     }
     return *this;
@@ -155,27 +196,33 @@ Stack::~Stack()
 
 std::span<std::byte> Stack::usable() const noexcept
 {
-    if (base_ == nullptr) return {};
-    return {base_ + guard_, mapped_ - guard_};
+    if (low_ == nullptr) return {};
+    return {low_ + guard_, usable_};
 }
 
 std::span<std::byte> Stack::guard() const noexcept
 {
-    if (base_ == nullptr) return {};
-    return {base_, guard_};
+    if (low_ == nullptr) return {};
+    return {low_, guard_};
 }
 
 void Stack::release() noexcept
 {
-    if (base_ == nullptr) return;
+    if (low_ == nullptr) return;
     const auto usable = this->usable();
     valgrind_deregister_stack(valgrind_id_);
     asan_unpoison(usable.data(), usable.size());
-    // Unmapping exactly what mmap returned splits nothing, so neither EINVAL
-    // nor vm.max_map_count's ENOMEM can happen.
-    [[maybe_unused]] const int rc = munmap(base_, mapped_);
-    assert(rc == 0);
-    base_ = nullptr;
+    low_ = nullptr;
+    // The chunk goes with its last stack (a carver still cutting from it
+    // holds it too: its stacks are all released only after it is done).
+    if (--chunk_->live == 0) {
+        // Unmapping exactly what mmap returned splits nothing, so neither
+        // EINVAL nor vm.max_map_count's ENOMEM can happen.
+        [[maybe_unused]] const int rc = munmap(chunk_->base, chunk_->size);
+        assert(rc == 0);
+        delete chunk_;
+    }
+    chunk_ = nullptr;
 }
 
 }  // namespace pto::mp::detail

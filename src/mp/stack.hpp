@@ -20,13 +20,16 @@ namespace pto::mp::detail {
 // holds 10,000 such ranks. 32-bit targets have little address space to spare.
 inline constexpr std::size_t guard_bytes = sizeof(void*) >= 8 ? std::size_t{8} << 20 : std::size_t{64} << 10;
 
-// Stacks spaced alike put every rank's top page in the same few sets of
-// the TLB, which then misses on every switch between ranks (with 8 MiB
-// guards a yield among 1,000 ranks cost 2.5-3.5 times as much): each guard
-// is longer by a different number of pages, up to this many. Not on 32-bit
-// targets, whose address space has no room for it.
-inline constexpr std::size_t stack_colours = sizeof(void*) >= 8 ? 64 : 1;
+// The guard region below a usable part of `usable_bytes`: guard_bytes, or a
+// page more so that stack and guard together are an odd number of pages.
+// Stacks a power of two of pages apart put every rank's top page in the
+// same few sets of the TLB, which then missed on every switch between ranks
+// (a yield among 1,000 ranks cost 2.5-3.5 times as much); an odd stride
+// spreads them over all of its sets.
+std::size_t guard_for(std::size_t usable_bytes) noexcept;
 
+// One rank's stack: a slot of a mapping shared with the next ranks' (see
+// StackCarver), given back with the mapping when its last stack goes.
 class Stack {
 public:
     Stack() = default;
@@ -34,29 +37,50 @@ public:
     Stack& operator=(Stack&& other) noexcept;
     ~Stack();
 
-    // usable_bytes as usable_stack_bytes returns it. `colour`: the guard
-    // region is that many pages (modulo stack_colours) longer than
-    // guard_bytes.
-    static Expected<Stack> map(std::size_t usable_bytes, std::size_t colour);
-
     // The writable part, above the guard region.
     std::span<std::byte> usable() const noexcept;
     // The guard region: any access to it faults.
     std::span<std::byte> guard() const noexcept;
 
 private:
+    friend class StackCarver;
+    struct Chunk;
     void release() noexcept;
 
-    std::byte* base_ = nullptr;  // the guard region
-    std::size_t guard_ = 0;      // its length
-    std::size_t mapped_ = 0;     // guard region included
+    Chunk* chunk_ = nullptr;
+    std::byte* low_ = nullptr;  // the guard region, then the usable part
+    std::size_t guard_ = 0;
+    std::size_t usable_ = 0;
     unsigned valgrind_id_ = 0;
+};
+
+// The stacks of one spawn, carved in order from mappings of up to
+// chunk_stacks slots each: a mapping and an unmapping per chunk instead of
+// per rank, which was most of the time to spawn 10,000 ranks.
+class StackCarver {
+public:
+    static constexpr std::size_t chunk_stacks = 64;
+
+    // `count` stacks of `usable_bytes` (as usable_stack_bytes returns it).
+    StackCarver(std::size_t count, std::size_t usable_bytes) noexcept;
+    StackCarver(const StackCarver&) = delete;
+    StackCarver& operator=(const StackCarver&) = delete;
+    ~StackCarver();  // a chunk no stack was taken from is unmapped
+
+    Expected<Stack> next();
+
+private:
+    std::size_t remaining_;
+    std::size_t usable_;
+    std::size_t guard_;
+    Stack::Chunk* chunk_ = nullptr;
+    std::size_t taken_ = 0;  // from chunk_
 };
 
 std::size_t page_size() noexcept;
 
 // `bytes` rounded up to whole pages; nothing when that, with the guard region
-// on top, does not fit in a size_t.
+// below it, does not fit in a size_t.
 std::optional<std::size_t> usable_stack_bytes(std::size_t bytes) noexcept;
 
 // Fails, before anything is mapped, when `stacks` guarded stacks would not fit

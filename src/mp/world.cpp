@@ -28,11 +28,13 @@ Expected<std::unique_ptr<World>> World::create(std::function<void(int)> fn, int 
     if (auto budget = check_map_budget(n); !budget) return tl::unexpected(budget.error());
     std::unique_ptr<World> world(new World(std::move(fn), nprocs, options.yield_only_rounds));
     world->scheduler_.main().adopt_thread(options.kind);
+    // After the world, so gone before it: the stacks keep their chunks.
+    StackCarver stacks(n, options.usable_stack_bytes);
     for (int id = 0; id < nprocs; ++id) {
         Rank& rank = world->ranks_[static_cast<std::size_t>(id)];
         rank.world = world.get();
         rank.id = id;
-        auto stack = Stack::map(options.usable_stack_bytes, static_cast<std::size_t>(id));
+        auto stack = stacks.next();
         if (!stack) return tl::unexpected(stack.error());
         rank.stack = std::move(*stack);
         const auto guard = rank.stack.guard();

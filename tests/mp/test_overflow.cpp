@@ -178,8 +178,7 @@ TEST_SUITE("mp.overflow")
 
     TEST_CASE("a frame that jumps the guard region and faults names the rank")
     {
-        // Rank 1's guard is longer than the least by its colour, one page.
-        const std::size_t guard = mp::detail::guard_bytes + 1 % mp::detail::stack_colours * mp::detail::page_size();
+        const std::size_t guard = mp::detail::guard_for(rank_stack);
         check_rank_dies<&big_frame<mp::detail::guard_bytes + 2 * rank_stack>>(
             1, ": a frame larger than its " + std::to_string(guard) + "-byte guard region jumped it");
     }

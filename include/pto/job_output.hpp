@@ -172,8 +172,9 @@ private:
     void widen(int fd);
     bool begin_passing();
     void end_passing();
-    // Makes room in the end's pipe: what lies before its last tail_keep bytes goes.
-    void trim_passed();
+    // Makes room in the end's pipe when it holds much (or `now`): what lies
+    // before its last tail_keep bytes goes.
+    void trim_passed(bool now = false);
     // Empties the end's pipe: its bytes count as discarded.
     void drop_passed();
 

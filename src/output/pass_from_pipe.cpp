@@ -10,6 +10,7 @@
 #include <pto/job_output.hpp>
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,12 @@ ssize_t splice_some(int from, int to, std::size_t n)
             continue;
         return got;
     }
+}
+
+bool holds_bytes(int pipe_fd)
+{
+    int bytes = 0;
+    return ioctl(pipe_fd, FIONREAD, &bytes) == 0 && bytes > 0;
 }
 
 }  // namespace
@@ -93,11 +100,12 @@ void JobOutput::end_passing()
         }
 }
 
-void JobOutput::trim_passed()
+void JobOutput::trim_passed(bool now)
 {
-    // Past half its room, cut back to a quarter of it at most: the room is
-    // counted in pages the bytes may not fill, and the next tee needs some.
-    if (passed_ <= passed_room_ / 2)
+    // Past a quarter of its room (or `now`), cut back to the end kept: the
+    // room is counted in pages the bytes may not fill, and the next tee
+    // needs some.
+    if (passed_ <= (now ? std::min<std::uint64_t>(tail_keep, passed_room_ / 4) : passed_room_ / 4))
         return;
     const std::uint64_t goes = passed_ - std::min<std::uint64_t>(tail_keep, passed_room_ / 4);
     std::uint64_t gone = 0;
@@ -157,14 +165,18 @@ JobOutput::Taken JobOutput::pass_from_pipe(int fd, std::size_t max_bytes, const 
     const int first_to = to.pipe ? to.fd : passed_w_;
     const int then_to = to.pipe ? passed_w_ : to.fd;
     ssize_t n = -1;
-    for (bool dropped = false;;) {
+    for (int made_room = 0;;) {
         n = tee(fd, first_to, max_bytes, SPLICE_F_NONBLOCK);
         if (n < 0 && errno == EINTR)
             continue;
-        // The end's pipe may be full of pages little filled: it starts again.
-        if (n < 0 && errno == EAGAIN && !to.pipe && passed_ > 0 && !dropped) {
-            drop_passed();
-            dropped = true;
+        // With bytes in the job's pipe, the end's pipe is full of pages
+        // little filled: it is cut back to the end, else it starts again.
+        // (An empty job's pipe says EAGAIN too.)
+        if (n < 0 && errno == EAGAIN && !to.pipe && passed_ > 0 && made_room < 2 && holds_bytes(fd)) {
+            if (made_room++ == 0)
+                trim_passed(true);
+            else
+                drop_passed();
             continue;
         }
         break;
@@ -177,11 +189,19 @@ JobOutput::Taken JobOutput::pass_from_pipe(int fd, std::size_t max_bytes, const 
         return {0, false, true};
     const auto teed = static_cast<std::size_t>(n);
     std::size_t moved = 0;
-    while (moved < teed) {
+    for (bool made_room = false; moved < teed;) {
         const ssize_t m = splice_some(fd, then_to, teed - moved);
-        if (m <= 0)
+        if (m > 0) {
+            moved += static_cast<std::size_t>(m);
+            continue;
+        }
+        // A full end's pipe (pages little filled) is cut back to the end once.
+        if (!to.pipe || made_room)
             break;
-        moved += static_cast<std::size_t>(m);
+        passed_ += moved;
+        trim_passed(true);
+        passed_ -= moved;
+        made_room = true;
     }
     if (moved == teed) {
         passed_ += teed;

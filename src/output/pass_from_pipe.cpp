@@ -193,25 +193,25 @@ JobOutput::Taken JobOutput::pass_from_pipe(int fd, std::size_t max_bytes, const 
         const ssize_t m = splice_some(fd, then_to, teed - moved);
         if (m > 0) {
             moved += static_cast<std::size_t>(m);
+            if (to.pipe)
+                passed_ += static_cast<std::uint64_t>(m);  // now in the end's pipe
             continue;
         }
         // A full end's pipe (pages little filled) is cut back to the end once.
         if (!to.pipe || made_room)
             break;
-        passed_ += moved;
         trim_passed(true);
-        passed_ -= moved;
         made_room = true;
     }
     if (moved == teed) {
-        passed_ += teed;
+        if (!to.pipe)
+            passed_ += teed;  // in the end's pipe since the tee
         return {teed, false, false};
     }
     if (to.pipe) {
-        // The end's pipe took less (it cannot, with its room): the rest is
-        // on standard output already and must leave the job's pipe without
-        // going there twice. The end starts again after it.
-        passed_ += moved;
+        // The end's pipe took less: the rest is on standard output already
+        // and must leave the job's pipe without going there twice. The end
+        // starts again after it.
         drop_passed();
         for (std::size_t left = teed - moved; left > 0;) {
             const ssize_t m = splice_some(fd, null_, left);
@@ -225,11 +225,9 @@ JobOutput::Taken JobOutput::pass_from_pipe(int fd, std::size_t max_bytes, const 
     // The file took less (a full file system, a size limit): the rest stays
     // in the job's pipe for the usual read, which names the error; the end,
     // which holds it too, starts again after it.
-    passed_ += moved;
-    const std::uint64_t teed_not_moved = teed - moved;
-    passed_ += teed_not_moved;
+    passed_ += teed;
     drop_passed();
-    discarded_ -= teed_not_moved;
+    discarded_ -= teed - moved;
     return {moved, false, true};
 }
 

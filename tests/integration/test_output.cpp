@@ -322,7 +322,14 @@ TEST_CASE("a 64 MiB output arrives byte-exact while pto-par's memory stays flat"
     // Past 1 MiB the output spills to a temporary file: a few MiB at most.
     MESSAGE("pto-par peak RSS: " << small_kib << " KiB with 2 bytes of output, " << big_kib << " KiB with "
                                  << (expected.size() >> 20) << " MiB");
-    CHECK(big_kib - small_kib < 6 * 1024);
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan's allocator keeps per-size caches of its own on top (6.2 MiB was
+    // seen once under load).
+    constexpr long bound_kib = 8 * 1024;
+#else
+    constexpr long bound_kib = 6 * 1024;
+#endif
+    CHECK(big_kib - small_kib < bound_kib);
 }
 
 TEST_CASE("an unusable $TMPDIR is said at start and loses nothing")

@@ -20,6 +20,7 @@
 #include "cli/dry_run.hpp"
 #include "cli/descriptors.hpp"
 #include "cli/early_signals.hpp"
+#include "cli/finish_output.hpp"
 #include "cli/exec_size.hpp"
 #include "cli/job_builder.hpp"
 #include "cli/options.hpp"
@@ -67,60 +68,6 @@ int error(const std::string& message)
     return exit_usage;
 }
 
-// For the waits on the readers at the end: reads the pending signals and
-// returns the stop signal that decides the exit status when one more came
-// (the first of the run's: signals.stop_signal()), else 0.
-int new_stop_signal(cli::EarlySignals& signals)
-{
-    const int seen = signals.stops_taken();
-    // A signalfd that cannot be read is no reason to stop waiting.
-    if (!signals.take())
-        return 0;
-    return signals.stops_taken() != seen ? signals.stop_signal() : 0;
-}
-
-// After the run and its reports: at a normal end, waits for the readers of
-// standard output and error as any filter does, until a stop signal; when
-// the run must end (its time limit, a signal) it does not wait, and says
-// how much job output could not be written. Returns the exit status.
-int finish_output(output::Sink& out, output::Sink& err, cli::EarlySignals& signals, bool must_end, int status)
-{
-    output::Sink* const both[] = {&out, &err};
-    // One sink when standard output and error are one place.
-    const std::span<output::Sink* const> sinks(both, &out == &err ? 1 : 2);
-    if (!must_end) {
-        auto drained = output::drain(sinks, signals.fd(), [&signals] { return new_stop_signal(signals); });
-        if (!drained)
-            err.write("pto-par: error: " + drained.error().message + "\n");
-        else if (*drained != 0)
-            status = 128 + *drained;
-    }
-    for (auto* s : sinks)
-        s->flush();
-    if (out.pending() != 0)
-        err.write("[pto-par] " + std::to_string(out.pending()) +
-                  " bytes of job output could not be written: standard output is not being read\n");
-    else if (out.reader_gone() && out.dropped() != 0)
-        err.write("[pto-par] standard output was closed; " + std::to_string(out.dropped()) +
-                  " bytes of job output were not written\n");
-    for (auto* s : sinks)
-        if (s->error()) {
-            err.write("pto-par: error: " + s->error()->message + "\n");
-            if (status < 2)  // 124 and 128+N say more about how the run ended
-                status = 1;
-        }
-    err.flush();
-    if (must_end && err.pending() != 0) {
-        // pto-par's own last lines (a TIMEOUT dump, the count above) to a
-        // reader that is slow, not stopped: a second at most, and a stop
-        // signal ends that wait too.
-        output::Sink* const own[] = {&err};
-        // What is left is lost either way: nothing more to say.
-        (void)output::drain(own, signals.fd(), [&signals] { return new_stop_signal(signals); }, 1000);
-    }
-    return status;
-}
-
 // The JUnit testsuite's name: the commands file's name without its
 // directory and extension, "pto-par" for standard input.
 std::string suite_name(const std::string& file)
@@ -131,20 +78,6 @@ std::string suite_name(const std::string& file)
     if (const auto dot = name.rfind('.'); dot != std::string::npos && dot > 0)
         name.erase(dot);
     return name.empty() ? "pto-par" : name;
-}
-
-// A stop signal taken now (SIGINT, SIGTERM, SIGHUP), 0 if none; SIGUSR1
-// is answered with `doing`, what pto-par is busy with.
-int stop_signal_now(cli::EarlySignals& signals, const std::string& doing)
-{
-    auto requests = signals.take();
-    if (!requests) {
-        std::cerr << "pto-par: warning: " << requests.error().message << "\n";
-        return 0;
-    }
-    if (*requests > 0)
-        std::cerr << "[pto-par] " << doing << "\n";
-    return signals.stop_signal();
 }
 
 int run(int argc, char** argv, cli::EarlySignals& signals)
@@ -272,7 +205,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         return std::cout ? 0 : 1;
     }
 
-    if (const int sig = stop_signal_now(signals, "the commands file is read; opening the reports"); sig != 0)
+    if (const int sig = cli::stop_signal_now(signals, "the commands file is read; opening the reports"); sig != 0)
         return 128 + sig;
 
     // Written beside the file and renamed over it at the end, so that a run
@@ -494,14 +427,14 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         status_code = exit_run_timeout;
     if (summary->stopped_by_signal != 0) {
         status_code = 128 + summary->stopped_by_signal;
-    } else if (const int sig = stop_signal_now(signals, "all jobs ended; the reports are written"); sig != 0) {
+    } else if (const int sig = cli::stop_signal_now(signals, "all jobs ended; the reports are written"); sig != 0) {
         // Held until the reports were complete; now it decides the exit
         // status, and the output still queued for a slow reader is not waited for.
         status.note("stopped by " + signal_name(sig) + " after the last job ended; the reports are complete");
         status_code = 128 + sig;
         must_end = true;
     }
-    return finish_output(out, err, signals, must_end, status_code);
+    return cli::finish_output(out, err, signals, must_end, status_code);
 }
 
 }  // namespace

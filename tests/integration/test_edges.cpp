@@ -254,17 +254,17 @@ namespace {
 // every place of the spill fallback list is a 4 MiB tmpfs nearly filled;
 // once it says that a job's output waits for room, `then` runs (a shell
 // script, $run being pto-par's pid). Its standard output goes to
-// dir/out, its standard error to dir/err; the files are opened before the
-// mounts hide them.
+// dir/out, its standard error to dir/err; the files, and pto-par itself
+// (a build under /tmp), are opened before the mounts hide them.
 Finished run_with_full_places(TempDir& dir, const std::string& cmds, const std::string& options,
                               const std::string& then)
 {
     const std::string script =
-        "exec 3<\"$1\" 4>\"$2\" 5>\"$3\" || exit 3\n"
+        "exec 3<\"$1\" 4>\"$2\" 5>\"$3\" 6<\"$0\" || exit 3\n"
         "for d in /tmp /var/tmp /dev/shm; do\n"
         "  mount -t tmpfs -o size=4m tmpfs $d && head -c 3900000 /dev/zero > $d/filler || exit 3\n"
         "done\n"
-        "TMPDIR=/tmp \"$0\" -d none " + options + " /dev/fd/3 >&4 2>&5 &\n"
+        "TMPDIR=/tmp /proc/self/fd/6 -d none " + options + " /dev/fd/3 >&4 2>&5 &\n"
         "run=$!\n"
         "for i in $(seq 200); do grep -q 'is not read until there is' /proc/self/fd/5 && break; sleep 0.1; done\n" +
         then + "wait $run\n";

@@ -446,14 +446,15 @@ TEST_CASE("live block: to a file, with every temporary place full, not a byte is
     }
     // Every place of the fallback list a 64 KiB tmpfs, in a mount namespace
     // of the run's own: no spill file could hold the output. The commands
-    // file and the output file are opened before the mounts hide them.
+    // file, the output file and pto-par itself (a build under /tmp) are
+    // opened before the mounts hide them.
     const std::string job = "@0,label=zeros head -c 20000000 /dev/zero; printf 'end\\0x'\n";
     const auto cmds = dir.write("z.cmds", job);
     const auto out = dir.file("out.bin");
     const auto r = run({"/usr/bin/unshare", "-m", "/bin/sh", "-c",
-                        "exec 3<\"$1\" 4>\"$2\" && for d in /tmp /var/tmp /dev/shm; do "
-                        "mount -t tmpfs -o size=64k tmpfs $d || exit 3; done && TMPDIR=/tmp exec \"$0\" -d none "
-                        "/dev/fd/3 >&4",
+                        "exec 3<\"$1\" 4>\"$2\" 6<\"$0\" && for d in /tmp /var/tmp /dev/shm; do "
+                        "mount -t tmpfs -o size=64k tmpfs $d || exit 3; done && TMPDIR=/tmp exec /proc/self/fd/6 "
+                        "-d none /dev/fd/3 >&4",
                         pto_par(), cmds, out},
                        {}, {}, 60s);
     CHECK(r.exit_code == 0);

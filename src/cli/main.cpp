@@ -306,6 +306,12 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         ci_token = std::move(*token);
     }
     report::OutputWriter output(out, opt.output, ci, std::move(ci_token), opt.tag);
+    if (one_log) {
+        output.set_one_log();
+        status.set_route([&output](std::string_view text, bool now) { output.status(text, now); });
+        if (progress)
+            progress->set_may_draw([&output] { return output.at_line_start(); });
+    }
     if (opt.output == report::OutputMode::group) {
         output.set_hold_place(ro.spill_place);
         ro.output_live_for = [&output](std::size_t index) { return output.live_for(index); };

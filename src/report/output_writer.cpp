@@ -64,7 +64,7 @@ OutputWriter::Stream OutputWriter::tagged(const Job& job)
 void OutputWriter::end_lines(Stream& st)
 {
     if (!st.partial.empty())
-        out_.write(st.prefix.substr(0, st.prefix_size) + st.partial + "\n");
+        emit(st.prefix.substr(0, st.prefix_size) + st.partial + "\n");
     st.partial.clear();
 }
 
@@ -83,7 +83,7 @@ void OutputWriter::put_lines(Stream& st, std::string_view bytes)
             return;
         auto used = static_cast<std::size_t>(at - lines_.data());
         if (used > 0 && used + n > lines_flush_at) {
-            out_.write(std::string_view(lines_.data(), used));
+            emit(std::string_view(lines_.data(), used));
             used = 0;
         }
         if (lines_.size() < used + n)
@@ -123,7 +123,7 @@ void OutputWriter::put_lines(Stream& st, std::string_view bytes)
     }
     pending.erase(0, cut);
     if (at != lines_.data())
-        out_.write(std::string_view(lines_.data(), static_cast<std::size_t>(at - lines_.data())));
+        emit(std::string_view(lines_.data(), static_cast<std::size_t>(at - lines_.data())));
 }
 
 void OutputWriter::on_start(const Job& job, const JobResult& r)
@@ -165,6 +165,12 @@ JobOutput::Passage OutputWriter::passage_for(std::size_t index)
 {
     if (tag_ || !live_for(index) || !live_->shown)
         return {};
+    // In one log the bytes go through here, where their line ends are seen.
+    if (one_log_) {
+        JobOutput::Passage p;
+        p.shown = true;
+        return p;
+    }
     auto p = out_.passage();
     if (p.fd >= 0)
         live_->passed = true;
@@ -178,7 +184,13 @@ void OutputWriter::write_live(const Job& job, std::string_view bytes)
         return;
     live_->last = bytes.back();
     if (!tag_) {
-        out_.write(bytes);
+        // Status lines that wait for this line's end go right after it.
+        if (const auto nl = bytes.find('\n'); !held_status_.empty() && nl != std::string_view::npos) {
+            emit(bytes.substr(0, nl + 1));
+            flush_status();
+            bytes.remove_prefix(nl + 1);
+        }
+        emit(bytes);
         return;
     }
     Stream& st = streams_[live_->index];
@@ -198,13 +210,41 @@ void OutputWriter::end_live(const Job& job, const JobResult& r, const JobOutput&
         end_lines(it->second);
         streams_.erase(it);
     } else if (ci_ != CiKind::none && !line_ended) {
-        out_.write("\n");
+        emit("\n");
     }
     const auto now = static_cast<std::int64_t>(std::time(nullptr));
-    out_.write(group_end(ci_, job, now, token_));
+    emit(group_end(ci_, job, now, token_));
     if (annotate)
-        out_.write(annotation(ci_, r));
+        emit(annotation(ci_, r));
     live_.reset();
+    flush_status();
+}
+
+void OutputWriter::status(std::string_view text, bool now)
+{
+    held_status_.append(text);
+    if (now || !(live_ && live_->shown && !at_line_start_))
+        flush_status();
+}
+
+void OutputWriter::flush_status()
+{
+    if (held_status_.empty())
+        return;
+    // After a block that ended in mid-line, or breaking the live one's line
+    // when a status line cannot wait for its end.
+    if (!at_line_start_)
+        emit("\n");
+    emit(held_status_);
+    held_status_.clear();
+}
+
+void OutputWriter::emit(std::string_view bytes)
+{
+    if (bytes.empty())
+        return;
+    at_line_start_ = bytes.back() == '\n';
+    out_.write(bytes);
 }
 
 void OutputWriter::after_block()
@@ -218,7 +258,7 @@ void OutputWriter::after_block()
         return;
     const auto& [index, job] = *running_.begin();
     live_ = Live{index};
-    out_.write(live_group_begin(ci_, *job, static_cast<std::int64_t>(std::time(nullptr)), token_));
+    emit(live_group_begin(ci_, *job, static_cast<std::int64_t>(std::time(nullptr)), token_));
 }
 
 void OutputWriter::on_retry(const Job& job, const JobResult& r, const JobOutput& output)
@@ -243,7 +283,7 @@ void OutputWriter::on_finish(const Job& job, const JobResult& r, const JobOutput
             end_lines(it->second);
             streams_.erase(it);
         }
-        out_.write(annotation(ci_, r));
+        emit(annotation(ci_, r));
         return;
     }
     case OutputMode::failed:
@@ -281,7 +321,7 @@ void OutputWriter::on_finish(const Job& job, const JobResult& r, const JobOutput
 void OutputWriter::write_block(const Job& job, const JobResult& r, const JobOutput& output)
 {
     const auto now = static_cast<std::int64_t>(std::time(nullptr));
-    out_.write(group_begin(ci_, job, r, now, token_));
+    emit(group_begin(ci_, job, r, now, token_));
     if (tag_) {
         // Every line prefixed as stream does; the last one ended.
         Stream st = tagged(job);
@@ -291,17 +331,19 @@ void OutputWriter::write_block(const Job& job, const JobResult& r, const JobOutp
         });
         end_lines(st);
         if (!walked)
-            out_.write("[" + job.label + "] [pto-par: " + walked.error().message + "]\n");
+            emit("[" + job.label + "] [pto-par: " + walked.error().message + "]\n");
     } else {
         // One call, so the block stays whole: the sink keeps it in order
         // behind whatever it already holds.
         out_.write(output);
+        if (output.size() != 0)
+            at_line_start_ = output.tail(1) == "\n";
         // A block without a final newline would glue the marker to its last line.
         if (ci_ != CiKind::none && output.size() != 0 && output.tail(1) != "\n")
-            out_.write("\n");
+            emit("\n");
     }
-    out_.write(group_end(ci_, job, now, token_));
-    out_.write(annotation(ci_, r));
+    emit(group_end(ci_, job, now, token_));
+    emit(annotation(ci_, r));
 }
 
 }  // namespace pto::report

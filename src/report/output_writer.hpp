@@ -49,6 +49,18 @@ public:
     // without it, in memory.
     void set_hold_place(SpillPlace place) { hold_place_ = std::move(place); }
 
+    // One log: standard error is standard output (2>&1, one terminal), and
+    // the status lines come through here (status), so that each starts a
+    // line. After a block that ended in mid-line it starts a new one; while
+    // the live block is in mid-line it waits for that line to end (or the
+    // block), unless `now` (a status report asked for, a time limit, a
+    // stop: a hung job may never end its line), which breaks the line. The
+    // live block's bytes then pass through here, never in the kernel.
+    void set_one_log() { one_log_ = true; }
+    void status(std::string_view text, bool now);
+    // Whether the log is at the start of a line (a progress line may be drawn).
+    bool at_line_start() const { return at_line_start_; }
+
     void on_start(const Job&, const JobResult&) override;
     void on_output(const Job&, const JobResult&, std::string_view bytes) override;
     void on_output_live(const Job&, const JobResult&, std::string_view bytes, const JobOutput& kept) override;
@@ -79,6 +91,10 @@ private:
     // After a block ends: the blocks that waited, then a job left running
     // alone becomes live.
     void after_block();
+    // Writes the status lines that waited, on a line of their own.
+    void flush_status();
+    // Every write but a whole JobOutput's, so that the line's state is known.
+    void emit(std::string_view bytes);
 
     output::Sink& out_;
     OutputMode mode_;
@@ -86,6 +102,9 @@ private:
     std::string token_;
     bool tag_;
     std::optional<SpillPlace> hold_place_;
+    bool one_log_ = false;
+    bool at_line_start_ = true;  // of what went to out_
+    std::string held_status_;    // one log: status lines waiting for the live block's line to end
     std::map<std::size_t, const Job*> running_;  // group mode: by index; the run keeps the Jobs
     struct Live {
         std::size_t index;

@@ -195,6 +195,8 @@ void ProgressLine::draw()
     // no more from us; the next second tries again.
     if (err_.pending() != 0 || (out_ != nullptr && out_->pending() != 0))
         return;
+    if (may_draw_ && !may_draw_())
+        return;  // the next event or second looks again
     if (!shown_here()) {
         // A background job: nothing drawn and no clock. SIGCONT (fg) or
         // the next event looks again.

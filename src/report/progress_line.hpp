@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,10 @@ public:
 
     // The run is over: the line goes, for good.
     void finish();
+    // Drawn only when this says the screen is at the start of a line: a
+    // job's line in the making (standard output on the same terminal) would
+    // be drawn over, and then erased with the line.
+    void set_may_draw(std::function<bool()> may) { may_draw_ = std::move(may); }
 
     void on_start(const Job&, const JobResult&) override;
     void on_finish(const Job&, const JobResult&, const JobOutput&) override;
@@ -91,6 +96,7 @@ private:
     bool dirty_ = true;
     bool finished_ = false;
     Progress state_;
+    std::function<bool()> may_draw_;
     std::vector<std::size_t> running_index_;  // the job index of each of state_.running
     std::string waiting_label_;  // of the job state_.waiting is about
 };

@@ -122,7 +122,7 @@ void StatusLines::on_start(const Job& job, const JobResult& r)
     line += '\n';
     // Standard error going away must not stop the run: the sink counts what
     // it could not write, and never blocks.
-    err_.write(line);
+    put(line);
 }
 
 void StatusLines::on_finish(const Job& job, const JobResult& r, const JobOutput&)
@@ -146,7 +146,7 @@ void StatusLines::on_finish(const Job& job, const JobResult& r, const JobOutput&
         line += " (" + std::string(r.status == JobStatus::flaky || r.status == JobStatus::passed ? "passed on" : "last of") + " attempt " +
                 std::to_string(r.attempts.size() + 1) + " of " + std::to_string(tries(job, r)) + ")\n";
     }
-    err_.write(paint(std::move(line), r.status));  // see on_start
+    put(paint(std::move(line), r.status));  // see on_start
 }
 
 void StatusLines::on_retry(const Job& job, const JobResult& r, const JobOutput&)
@@ -164,18 +164,18 @@ void StatusLines::on_retry(const Job& job, const JobResult& r, const JobOutput&)
     else
         line += " (attempt " + std::to_string(r.attempts.size()) + " of " + std::to_string(tries(job, r)) +
                 "; running it again)\n";
-    err_.write(paint(std::move(line), JobStatus::flaky));  // see on_start
+    put(paint(std::move(line), JobStatus::flaky));  // see on_start
 }
 
 void StatusLines::on_cancel(const Job&, const JobResult& r)
 {
     ++counts_.cancelled;
-    err_.write(paint(format_finish_line(r), r.status));  // see on_start
+    put(paint(format_finish_line(r), r.status));  // see on_start
 }
 
 void StatusLines::on_stopping(const char* reason)
 {
-    note(std::string("stopping (") + reason + "): starting nothing more, stopping running jobs");
+    put(std::string("[pto-par] stopping (") + reason + "): starting nothing more, stopping running jobs\n", true);
 }
 
 void StatusLines::on_device_sick(int device, const std::string& why, const JobOutput& output)
@@ -184,7 +184,7 @@ void StatusLines::on_device_sick(int device, const std::string& why, const JobOu
                        "; withheld for the rest of the run";
     const auto shown = output.tail(timeout_dump_bytes);
     if (shown.empty()) {
-        err_.write(text + " (its check printed nothing)\n");  // see on_start
+        put(text + " (its check printed nothing)\n");  // see on_start
         return;
     }
     text += "; its check printed:\n";
@@ -192,7 +192,7 @@ void StatusLines::on_device_sick(int device, const std::string& why, const JobOu
     if (shown.back() != '\n')
         text += '\n';
     text += "[pto-par] end of the check of device " + std::to_string(device) + "\n";
-    err_.write(text);  // see on_start
+    put(text);  // see on_start
 }
 
 void StatusLines::on_timeout(const Job&, const JobResult& r, const JobOutput& output, double elapsed_s)
@@ -208,7 +208,7 @@ void StatusLines::on_timeout(const Job&, const JobResult& r, const JobOutput& ou
     if (!shown.empty() && shown.back() != '\n')
         text += '\n';
     text += "[pto-par] end of output of " + text::printable(r.label) + "\n";
-    err_.write(text);  // see on_start
+    put(text, true);  // see on_start; a hung job may never end its line
 }
 
 void StatusLines::on_status(const StatusReport& report)
@@ -227,7 +227,7 @@ void StatusLines::on_status(const StatusReport& report)
     }
     if (!report.waiting.empty())
         text += "[pto-par]   " + text::printable(report.waiting) + "\n";
-    err_.write(text);  // see on_start
+    put(text, true);  // see on_start; asked for now
 }
 
 // With -v: which run (pid) holds what the next job waits for.
@@ -237,16 +237,24 @@ void StatusLines::on_waiting(const Job& job, const std::string& what)
         note("WAIT " + text::printable(job.label) + " for " + text::printable(what));
 }
 
+void StatusLines::put(std::string_view text, bool now) const
+{
+    if (route_)
+        route_(text, now);
+    else
+        err_.write(text);
+}
+
 void StatusLines::note(const std::string& text) const
 {
-    err_.write("[pto-par] " + text + "\n");  // see on_start
+    put("[pto-par] " + text + "\n");  // see on_start
 }
 
 void StatusLines::devices(const std::vector<DeviceStats>& all) const
 {
     // Whatever -q says: these are about failures.
     if (auto lines = device_lines(all); !lines.empty())
-        err_.write(lines);  // see on_start
+        put(lines);  // see on_start
 }
 
 void StatusLines::summary(double wall_s, int stopped_by_signal, const std::string& what) const
@@ -261,7 +269,7 @@ void StatusLines::summary(double wall_s, int stopped_by_signal, const std::strin
         line = "[pto-par] " + std::string(clean ? "\x1b[1;32m" : "\x1b[1;31m") + line.substr(10, line.size() - 11) +
                "\x1b[0m\n";
     }
-    err_.write(line);  // see on_start
+    put(line);  // see on_start
 }
 
 }  // namespace pto::report

@@ -2,7 +2,9 @@
 // job is the START line without an end, and a summary at the end.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <pto/scheduler.hpp>
@@ -27,6 +29,10 @@ public:
     {
     }
 
+    // Where the lines go instead of `err` (one log: OutputWriter::status);
+    // `now` for those that cannot wait for a job's line to end.
+    void set_route(std::function<void(std::string_view, bool now)> route) { route_ = std::move(route); }
+
     void on_start(const Job&, const JobResult&) override;
     void on_finish(const Job&, const JobResult&, const JobOutput&) override;
     void on_cancel(const Job&, const JobResult&) override;
@@ -48,7 +54,10 @@ public:
     const Counts& counts() const { return counts_; }
 
 private:
+    void put(std::string_view text, bool now = false) const;
+
     output::Sink& err_;
+    std::function<void(std::string_view, bool)> route_;
     int verbosity_;
     bool colour_;
     std::string paint(std::string line, JobStatus status) const;

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -104,6 +105,60 @@ TEST_CASE("2>&1 into a slow reader: status lines land between blocks and lines, 
         CHECK(whole);
         CHECK(job_lines == 60000);
     }
+}
+
+namespace {
+
+// Lines of a log in which no "[pto-par] " status line starts anywhere but at
+// the start of a line.
+bool status_only_at_line_starts(const std::string& log)
+{
+    for (std::size_t at = log.find("[pto-par] "); at != std::string::npos; at = log.find("[pto-par] ", at + 1))
+        if (at != 0 && log[at - 1] != '\n')
+            return false;
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("2>&1: a status line waits for the live block's line to end, and starts a line after a block")
+{
+    TempDir dir;
+    // 'part' is live once 'first' ends, in the middle of its line; then
+    // 'three' starts (a START line) and prints a block with no newline,
+    // which a status line must not be glued to.
+    const auto file = dir.write("j.cmds", "@0,label=first sleep 0.3\n"
+                                          "@0,label=part printf part; sleep 1.5; echo end\n"
+                                          "@0,label=three sleep 0.2; printf three\n");
+    const auto r = run({"/bin/sh", "-c", "exec \"$0\" -d none -j 2 \"$1\" 2>&1", pto_par(), file});
+    CHECK(r.exit_code == 0);
+    CAPTURE(r.out);
+    CHECK(status_only_at_line_starts(r.out));
+    CHECK(r.out.find("\npartend\n") != std::string::npos);  // the live job's line whole
+    CHECK(r.out.find("\nthree\n[pto-par] ") != std::string::npos);
+    // Standard output alone keeps the bytes exact.
+    const auto alone = run({pto_par(), "-d", "none", "-j", "2", file});
+    CHECK(alone.out == "partend\nthree");
+}
+
+TEST_CASE("2>&1: a status report asked for while the live block is mid-line starts a line of its own")
+{
+    TempDir dir;
+    // The job hangs in the middle of a line, as a test runner printing a
+    // test's name does: SIGUSR1's report cannot wait for the line's end.
+    const auto flag = dir.file("flag");
+    const auto file = dir.write("j.cmds", "@0,label=hung printf 'test_x ... '; while [ ! -e " + flag +
+                                              " ]; do sleep 0.05; done; echo ok\n");
+    Process p({"/bin/sh", "-c", "exec \"$0\" -d none -j 1 \"$1\" 2>&1", pto_par(), file});
+    REQUIRE(p.wait_for_stdout("test_x ... ", 20s));
+    p.send(SIGUSR1);
+    CHECK(p.wait_for_stdout("[pto-par] status after", 20s));
+    std::ofstream(flag) << "";
+    const auto r = p.wait(30s);
+    CHECK(r.exit_code == 0);
+    CAPTURE(r.out);
+    CHECK(status_only_at_line_starts(r.out));
+    CHECK(r.out.find("test_x ... \n[pto-par] status after") != std::string::npos);
 }
 
 namespace {

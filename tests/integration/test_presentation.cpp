@@ -229,6 +229,25 @@ TEST_CASE("progress line: stream output on the same terminal comes above it, eve
     CHECK(lines == 6 * 200);
 }
 
+TEST_CASE("progress line: not drawn over a live job's line in the making on the same terminal")
+{
+    if (!pseudo_terminals_usable()) {
+        MESSAGE("skipped: no pseudo-terminal can be opened here");
+        return;
+    }
+    TempDir dir;
+    Setup tty;
+    tty.terminal_cols = 80;
+    // The clock redraws the line each second, while the job's line waits
+    // for its end.
+    const auto r = run({pto_par(), "-d", "none", "-j", "1", "-q", "--progress", "always",
+                        dir.write("p.cmds", "@0,label=a printf part; sleep 1.5; echo end\n")},
+                       {}, {"TERM=xterm"}, std::chrono::seconds(60), tty);
+    CHECK(r.exit_code == 0);
+    const Screen screen = render(r.tty, 80);
+    CHECK(std::find(screen.rows.begin(), screen.rows.end(), "partend") != screen.rows.end());
+}
+
 TEST_CASE("progress line: a resized terminal gets a line that fits its new width")
 {
     if (!pseudo_terminals_usable()) {

@@ -112,6 +112,16 @@ struct Stack::Chunk {
     std::byte* base;
     std::size_t size;
     std::size_t live = 0;  // stacks of it not yet released
+
+    // The mapping goes, and `chunk` with it.
+    static void drop(Chunk* chunk) noexcept
+    {
+        // Unmapping exactly what mmap returned splits nothing, so neither
+        // EINVAL nor vm.max_map_count's ENOMEM can happen.
+        [[maybe_unused]] const int rc = munmap(chunk->base, chunk->size);
+        assert(rc == 0);
+        delete chunk;
+    }
 };
 
 StackCarver::StackCarver(std::size_t count, std::size_t usable_bytes) noexcept
@@ -121,23 +131,16 @@ StackCarver::StackCarver(std::size_t count, std::size_t usable_bytes) noexcept
 
 StackCarver::~StackCarver()
 {
-    if (chunk_ != nullptr && chunk_->live == 0) {
-        // Exactly what mmap returned: cannot fail.
-        [[maybe_unused]] const int rc = munmap(chunk_->base, chunk_->size);
-        assert(rc == 0);
-        delete chunk_;
-    }
+    if (chunk_ != nullptr && chunk_->live == 0)
+        Stack::Chunk::drop(chunk_);
 }
 
 Expected<Stack> StackCarver::next()
 {
     const std::size_t slot = guard_ + usable_;
     if (chunk_ == nullptr || taken_ == StackCarver::chunk_stacks) {
-        if (chunk_ != nullptr && chunk_->live == 0) {
-            [[maybe_unused]] const int rc = munmap(chunk_->base, chunk_->size);
-            assert(rc == 0);
-            delete chunk_;
-        }
+        if (chunk_ != nullptr && chunk_->live == 0)
+            Stack::Chunk::drop(chunk_);
         chunk_ = nullptr;
         // As many as fit a size_t too, one at least (usable_stack_bytes).
         const std::size_t stacks = std::min({remaining_, StackCarver::chunk_stacks, SIZE_MAX / slot});
@@ -215,13 +218,8 @@ void Stack::release() noexcept
     low_ = nullptr;
     // The chunk goes with its last stack (a carver still cutting from it
     // holds it too: its stacks are all released only after it is done).
-    if (--chunk_->live == 0) {
-        // Unmapping exactly what mmap returned splits nothing, so neither
-        // EINVAL nor vm.max_map_count's ENOMEM can happen.
-        [[maybe_unused]] const int rc = munmap(chunk_->base, chunk_->size);
-        assert(rc == 0);
-        delete chunk_;
-    }
+    if (--chunk_->live == 0)
+        Chunk::drop(chunk_);
     chunk_ = nullptr;
 }
 

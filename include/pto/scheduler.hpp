@@ -270,7 +270,9 @@ struct RunOptions {
     // and SIGUSR1, as a caller that reads its own signals that way has) for
     // the run to read its signals from, instead of opening one: a
     // descriptor more for the jobs. Its mask takes in the run's signals and
-    // keeps them; -1: the run opens its own.
+    // keeps them, with those four; -1: the run opens its own. Only with
+    // handle_signals: a run that does not handle the caller's signals
+    // leaves its descriptor alone and opens its own.
     int signal_fd = -1;
     Containment containment = Containment::automatic;  // without effect under Slurm (slurmd holds the tasks)
     std::optional<SlurmOptions> slurm;

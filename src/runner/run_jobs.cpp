@@ -122,7 +122,10 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
                             " processes left in its cgroups by an earlier pto-par run that was killed";
     }
 
-    auto signals = runner::SignalChannel::open(options.handle_signals, options.watched_signals, options.signal_fd);
+    // A lent descriptor reads the caller's stop signals and status
+    // requests: only a run that handles them may take them from it.
+    auto signals = runner::SignalChannel::open(options.handle_signals, options.watched_signals,
+                                               options.handle_signals ? options.signal_fd : -1);
     if (!signals)
         return tl::unexpected(signals.error());
     UniqueFd dev_null(open("/dev/null", O_RDONLY | O_CLOEXEC));

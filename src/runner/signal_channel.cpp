@@ -56,12 +56,15 @@ Expected<SignalChannel> SignalChannel::open(bool stop_signals, std::span<const i
         return tl::unexpected(sys_error("sigprocmask", errno));
     ch.restore_ = true;
     if (borrowed >= 0) {
-        // The borrowed descriptor's own signals stay in its mask: what this
-        // channel adds is unblocked again when it ends, so never pending
-        // for the owner.
-        sigaddset(&set, SIGUSR1);
-        sigaddset(&set, relay_signal());
-        if (signalfd(borrowed, &set, 0) < 0)
+        // The mask is replaced, not added to: the stop signals the owner's
+        // descriptor must hold (libptopar(3)) go back in, for after the
+        // run. Meanwhile the relay catches them, so they are never pending
+        // for it; and what this channel adds is unblocked again when it
+        // ends, so never pending for the owner.
+        sigset_t mask = set;
+        for (int sig : relayed)
+            sigaddset(&mask, sig);
+        if (signalfd(borrowed, &mask, 0) < 0)
             return tl::unexpected(sys_error("signalfd", errno));  // ~SignalChannel restores the mask
         ch.borrowed_ = borrowed;
     } else {

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -114,6 +115,89 @@ TEST_CASE("watched signals reach the observer through the run's loop, and are th
     sigset_t now;
     REQUIRE(sigprocmask(SIG_BLOCK, nullptr, &now) == 0);
     CHECK(sigismember(&now, SIGWINCH) == 0);
+}
+
+namespace {
+
+// A caller's signalfd as libptopar(3) asks for one: SIGINT, SIGTERM,
+// SIGHUP and SIGUSR1 blocked and in its mask.
+struct CallerSignals {
+    sigset_t set{}, before{};
+    int fd = -1;
+    CallerSignals()
+    {
+        sigemptyset(&set);
+        for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1})
+            sigaddset(&set, sig);
+        REQUIRE(sigprocmask(SIG_BLOCK, &set, &before) == 0);
+        fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+        REQUIRE(fd >= 0);
+    }
+    ~CallerSignals()
+    {
+        // What is still pending goes before the mask does.
+        timespec none{};
+        while (sigtimedwait(&set, nullptr, &none) > 0) {
+        }
+        close(fd);
+        sigprocmask(SIG_SETMASK, &before, nullptr);
+    }
+    // The signal read from the caller's descriptor now, 0 if none.
+    int read_one() const
+    {
+        signalfd_siginfo info{};
+        return read(fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info) ? static_cast<int>(info.ssi_signo) : 0;
+    }
+};
+
+std::vector<pto::Job> one_job(const char* script)
+{
+    pto::Job job;
+    job.label = "one";
+    job.device_count = 0;
+    job.build = [script](std::span<const int>) -> pto::Expected<pto::LaunchSpec> {
+        return pto::LaunchSpec{{"/bin/sh", "-c", script}, {}, {}};
+    };
+    std::vector<pto::Job> jobs;
+    jobs.push_back(std::move(job));
+    return jobs;
+}
+
+struct StatusCounter final : pto::RunObserver {
+    int reports = 0;
+    void on_finish(const pto::Job&, const pto::JobResult&, const pto::JobOutput&) override {}
+    void on_status(const pto::StatusReport&) override { ++reports; }
+};
+
+}  // namespace
+
+TEST_CASE("a caller's signalfd lent to the run still reads the caller's stop signals after it")
+{
+    CallerSignals caller;
+    StatusCounter counter;
+    pto::RunOptions opt;
+    opt.signal_fd = caller.fd;
+    opt.observer = &counter;
+    auto summary = pto::run_jobs(one_job("kill -USR1 $PPID; sleep 0.2"), opt);
+    REQUIRE_MESSAGE(summary, (summary ? "" : summary.error().message));
+    CHECK(counter.reports == 1);
+    REQUIRE(raise(SIGINT) == 0);
+    CHECK(caller.read_one() == SIGINT);
+}
+
+TEST_CASE("without handle_signals the run leaves a lent signalfd alone: a status request stays the caller's")
+{
+    CallerSignals caller;
+    StatusCounter counter;
+    pto::RunOptions opt;
+    opt.handle_signals = false;
+    opt.signal_fd = caller.fd;
+    opt.observer = &counter;
+    auto summary = pto::run_jobs(one_job("kill -USR1 $PPID; sleep 0.2"), opt);
+    REQUIRE_MESSAGE(summary, (summary ? "" : summary.error().message));
+    CHECK(summary->results[0].status == pto::JobStatus::passed);
+    CHECK(counter.reports == 0);
+    CHECK(caller.read_one() == SIGUSR1);
 }
 
 namespace {

@@ -84,7 +84,12 @@ std::string format_finish_line(const JobResult& r)
         line += " signal=" + signal_name(r.signal);
     else if (r.exit_code)
         line += " exit=" + std::to_string(*r.exit_code);
-    line += " " + fixed(r.duration_s, 2) + "s devices=" + devices_text(r.devices);
+    // Appended piece by piece: GCC 12 at -O3 takes the temporaries of one
+    // long sum for overlapping copies (-Wrestrict).
+    line += ' ';
+    line += fixed(r.duration_s, 2);
+    line += "s devices=";
+    line += devices_text(r.devices);
     if (!r.node.empty())
         line += " node=" + text::printable(r.node);
     if (r.stragglers > 0)

@@ -1,10 +1,14 @@
 #include "cli/dry_run.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
+#include <vector>
 
 #include <pto/devices.hpp>
 
 #include "common/text.hpp"
+#include "devices/leases.hpp"
 
 namespace pto::cli {
 
@@ -48,6 +52,32 @@ void print_slurm_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs
                 where += (where.empty() ? "" : ",") + n.name;
         out << "# " << s.seq << '\t' << text::printable(s.label) << '\t' << s.devices << '\t' << where << '\n';
     }
+}
+
+std::string held_leases_text(const std::string& lock_dir, const DiscoveredPool& pool, std::span<const Job> jobs,
+                             int port_low, int port_high)
+{
+    std::vector<std::string> keys;
+    std::map<std::string, std::string> called;  // by key: what the line calls it
+    for (const int id : pool.ids) {
+        const auto key = leases::device_key(pool.value_for(pool.variable, std::span<const int>(&id, 1)));
+        called[key] = "device " + pool.value_for(pool.variable, std::span<const int>(&id, 1));
+        keys.push_back(key);
+    }
+    const bool ports = std::any_of(jobs.begin(), jobs.end(), [](const Job& j) { return j.port_count > 0; });
+    for (int p = port_low; ports && p <= port_high; ++p) {
+        called[leases::port_key(p)] = "port " + std::to_string(p);
+        keys.push_back(leases::port_key(p));
+    }
+    const auto held = leases::LockDir::held_now(lock_dir, keys);
+    if (held.empty())
+        return {};
+    std::string text = "\n# held now by other runs (jobs wait for them): ";
+    for (std::size_t i = 0; i < held.size(); ++i) {
+        text += (i == 0 ? "" : ", ") + text::printable(called[held[i].key]);
+        text += held[i].holder > 0 ? " (pid " + std::to_string(held[i].holder) + ")" : std::string(" (pid unknown)");
+    }
+    return text;
 }
 
 }  // namespace pto::cli

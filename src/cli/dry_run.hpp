@@ -5,7 +5,10 @@
 #include <span>
 #include <string>
 
+#include <pto/scheduler.hpp>
+
 #include "cmdfile/commands_file.hpp"
+#include "devices/discovery.hpp"
 #include "slurm/allocation.hpp"
 
 namespace pto::cli {
@@ -24,5 +27,11 @@ void print_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
 // depends on what is free when its turn comes).
 void print_slurm_plan(std::ostream& out, std::span<const cmdfile::JobSpec> specs,
                       std::span<const slurm::NodeDevices> nodes);
+
+// The plan's '#' line on the devices of `pool` and the ports of LOW-HIGH
+// (when a job asks for ports) that another run leases in `lock_dir` now,
+// each with its pid: jobs here would wait for them. Empty when none is.
+std::string held_leases_text(const std::string& lock_dir, const DiscoveredPool& pool, std::span<const Job> jobs,
+                             int port_low, int port_high);
 
 }  // namespace pto::cli

@@ -196,8 +196,11 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
                                 ? **lock_dir
                                 : std::string(leases::default_lock_dir) + " (else pto-par-locks in $TMPDIR)");
     if (opt.dry_run) {
+        std::string held;
+        if (!slurm && *lock_dir)
+            held = cli::held_leases_text(lock_dir->value_or(""), *pool, jobs, opt.port_low, opt.port_high);
         cli::print_plan(std::cout, specs, planned->expected,
-                        plan_header + "\n# jobs contained by " + *containment + "\n# " + lease_text +
+                        plan_header + "\n# jobs contained by " + *containment + "\n# " + lease_text + held +
                             check_text("\n# "));
         if (slurm)
             cli::print_slurm_plan(std::cout, specs, slurm->nodes);

@@ -208,6 +208,38 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
     return taken;
 }
 
+std::vector<Busy> LockDir::held_now(const std::string& dir, std::span<const std::string> keys)
+{
+    std::vector<std::string> places;
+    if (!dir.empty()) {
+        places.push_back(dir);
+    } else {
+        // Where open() would have a run lease: either, as each run finds.
+        const char* tmp = std::getenv("TMPDIR");
+        places = {default_lock_dir, std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/pto-par-locks"};
+    }
+    std::vector<Busy> held;
+    for (const auto& place : places) {
+        const UniqueFd d(::open(place.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!d)
+            continue;  // not there (or not ours to read): no lease of it to see
+        for (const auto& key : keys) {
+            // A file that cannot be opened is no lease this run could take
+            // either; it says so when it tries.
+            const UniqueFd fd(openat(d.get(), key.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+            if (!fd)
+                continue;
+            if (flock(fd.get(), LOCK_SH | LOCK_NB) == 0) {
+                (void)flock(fd.get(), LOCK_UN);  // and the close gives it back anyway
+                continue;
+            }
+            if (errno == EWOULDBLOCK)
+                held.push_back({key, pid_in(fd.get())});
+        }
+    }
+    return held;
+}
+
 pid_t LockDir::pid_in(int fd)
 {
     char buf[32];

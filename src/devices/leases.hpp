@@ -95,6 +95,13 @@ public:
     // most one descriptor per device and port of the run.
     Expected<std::variant<std::vector<Lease>, Busy>> try_take(std::span<const std::string> keys);
 
+    // Which of `keys` another run holds now, with its pid, neither taking
+    // nor waiting (--dry-run). `dir` as open() takes it; a directory that is
+    // not there holds nothing, and none is made. A probe that found a lease
+    // free closes a descriptor opened for writing: any run whose try failed
+    // in that instant is woken to try again.
+    static std::vector<Busy> held_now(const std::string& dir, std::span<const std::string> keys);
+
     // The pid the last holder of `key` wrote (0 if none): who holds it,
     // when try_take said it is busy (for -v, --dry-run, SIGUSR1).
     Expected<pid_t> last_holder(const std::string& key);

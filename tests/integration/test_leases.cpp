@@ -96,6 +96,30 @@ TEST_CASE("a job waiting for another run's device: -v and SIGUSR1 name the devic
     CHECK(b.err.find("START short") != std::string::npos);
 }
 
+TEST_CASE("--dry-run says which of its devices and ports another run holds now, and by which pid")
+{
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    const auto plan = [&] {
+        return run({pto_par(), "-n", "-d", "0-3", "--ports", "41000-41009", "--lock-dir", locks,
+                    dir.write("b.cmds", "@1,ports=2 true\n")});
+    };
+    // Nothing held: nothing said.
+    auto quiet = plan();
+    CHECK(quiet.exit_code == 0);
+    CHECK(quiet.out.find("held now") == std::string::npos);
+    Process holder({pto_par(), "-d", "2", "--ports", "41000-41009", "--lock-dir", locks,
+                    dir.write("a.cmds", "@1,ports=2,label=long sleep 60\n")});
+    REQUIRE(holder.wait_for_stderr("START long", 10s));
+    const auto r = plan();
+    CHECK(r.exit_code == 0);
+    const auto pid = std::to_string(holder.pid());
+    CHECK(r.out.find("# held now by other runs (jobs wait for them): device 2 (pid " + pid + "), port 41000 (pid " +
+                     pid + "), port 41001 (pid " + pid + ")\n") != std::string::npos);
+    holder.send(SIGTERM);
+    CHECK(holder.wait(20s).exit_code == 128 + SIGTERM);
+}
+
 TEST_CASE("a nested run uses its job's leased device and ports and never waits for them")
 {
     TempDir dir;

@@ -181,6 +181,10 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
             taken.emplace_back(key, UniqueFd());
             continue;
         }
+        if (wanted_.count(key) == 0 && others_want(key)) {
+            give_back();
+            return Busy{key, 0, true};
+        }
         auto fd = file_for(key);
         if (!fd) {
             give_back();
@@ -191,6 +195,7 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
             give_back();
             if (err != EWOULDBLOCK)
                 return tl::unexpected(sys_error("flock '" + path_ + "/" + key + "'", err));
+            want(key);
             return Busy{key, pid_in(*fd)};
         }
         // The pid for Busy and last_holder: written in place, at once, of
@@ -205,7 +210,40 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
         auto node = open_.extract(key);
         taken.emplace_back(key, std::move(node.mapped()));
     }
+    // Waiting no more: closing them (opened for writing) wakes the runs
+    // that left these leases to this one.
+    wanted_.clear();
     return taken;
+}
+
+bool LockDir::others_want(const std::string& key) const
+{
+    // Read-only, so that closing it is no event. Not there: nobody ever
+    // waited for it. Not openable otherwise: as if nobody waited.
+    const UniqueFd fd(openat(dir_.get(), ("want-" + key).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd)
+        return false;
+    // This run's own shared lock is not there (wanted_ has no such key),
+    // so a refusal is another run's; the close takes the lock away.
+    return flock(fd.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+}
+
+void LockDir::want(const std::string& key)
+{
+    if (wanted_.count(key) != 0)
+        return;
+    const std::string name = "want-" + key;
+    UniqueFd fd(openat(dir_.get(), name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
+    // Without it this run waits all the same, only not first in line.
+    if (!fd)
+        return;
+    struct stat st {};
+    if (fstat(fd.get(), &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0666) != 0666)
+        (void)fchmod(fd.get(), 0666);  // best effort, as for the lease files
+    // Refused only while another run looks (its exclusive probe, for an
+    // instant): the next try says it again.
+    if (flock(fd.get(), LOCK_SH | LOCK_NB) == 0)
+        wanted_.emplace(key, std::move(fd));
 }
 
 std::vector<Busy> LockDir::held_now(const std::string& dir, std::span<const std::string> keys)

@@ -66,10 +66,12 @@ private:
 };
 
 // Held by another run: its pid as it wrote it (0 when not known; for an
-// instant after taking it, the pid of the holder before).
+// instant after taking it, the pid of the holder before). Or `yielded`:
+// free, but another run waits for it, and has it first.
 struct Busy {
     std::string key;
     pid_t holder = 0;
+    bool yielded = false;
 };
 
 class LockDir final : public PollClient {
@@ -93,6 +95,12 @@ public:
     // Descriptors of busy files stay open until the lease is taken, so that
     // trying again wakes nobody (only a holder's close is an event): at
     // most one descriptor per device and port of the run.
+    // Fair between runs: a run that found a lease held waits for it in the
+    // open, a shared flock on "want-KEY" until it takes all it tried for;
+    // a run that is not waiting for a free lease leaves it (Busy::yielded)
+    // while another run is. Without that, a run giving a device back took
+    // it again for its next job before a waiting run could (one run's 30
+    // jobs in a row, now and then), and that run's wait had no end.
     Expected<std::variant<std::vector<Lease>, Busy>> try_take(std::span<const std::string> keys);
 
     // Which of `keys` another run holds now, with its pid, neither taking
@@ -124,12 +132,17 @@ private:
     LockDir() = default;
     Expected<int> file_for(const std::string& key);
     static pid_t pid_in(int fd);
+    // Whether another run waits for `key` now (holds "want-KEY" shared).
+    bool others_want(const std::string& key) const;
+    // This run waits for `key`: said with a shared flock on "want-KEY".
+    void want(const std::string& key);
 
     std::string path_;
     UniqueFd dir_;
     UniqueFd inotify_;
     std::set<std::string, std::less<>> inherited_;
     std::map<std::string, UniqueFd, std::less<>> open_;  // busy when last tried
+    std::map<std::string, UniqueFd, std::less<>> wanted_;  // "want-" files this run holds shared
     std::function<void()> on_freed_;
 };
 

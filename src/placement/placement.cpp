@@ -77,7 +77,7 @@ Expected<std::optional<std::size_t>> Placement::lease(const Grant& grant)
             waiting_ = Waiting{k < devices ? "device " + (leasing_.identity ? leasing_.identity(grant.devices[k])
                                                                             : std::to_string(grant.devices[k]))
                                            : "port " + std::to_string(grant.ports[k - devices]),
-                               busy->holder};
+                               busy->holder, busy->yielded};
             return k;
         }
         for (auto& l : std::get<std::vector<leases::Lease>>(*taken)) {

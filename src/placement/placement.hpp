@@ -57,6 +57,7 @@ struct Leasing {
 struct Waiting {
     std::string what;
     pid_t holder = 0;
+    bool yielded = false;  // free, left to another run that waits for it
 };
 
 // The devices side: a pool of ids on this machine, or per-node counts.

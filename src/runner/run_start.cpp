@@ -87,8 +87,9 @@ void Run::note_waiting(std::size_t index)
     const auto& w = placement_.waiting();
     if (!w)
         return;
-    std::string what = w->what + " (held by another run" +
-                       (w->holder != 0 ? ", pid " + std::to_string(w->holder) : std::string()) + ")";
+    std::string what = w->yielded ? w->what + " (left to another run that waits for it)"
+                                  : w->what + " (held by another run" +
+                                        (w->holder != 0 ? ", pid " + std::to_string(w->holder) : std::string()) + ")";
     if (waiting_job_ == index && what == waiting_for_)
         return;
     waiting_job_ = index;

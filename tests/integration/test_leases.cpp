@@ -4,6 +4,7 @@
 // other, and CI runners on the machine, are out of each other's way.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <string>
 
@@ -94,6 +95,34 @@ TEST_CASE("a job waiting for another run's device: -v and SIGUSR1 name the devic
     CHECK(b.exit_code == 0);
     // It started once the first run had given the device back.
     CHECK(b.err.find("START short") != std::string::npos);
+}
+
+TEST_CASE("a run that gives a device back while another run waits for it lets that run have it")
+{
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    const auto order = dir.file("order");
+    // One device; the first run has 30 jobs for it, the second one job;
+    // each job writes its label in the order they ran.
+    std::string many;
+    for (int i = 1; i <= 30; ++i)
+        many += "@1,label=a" + std::to_string(i) + " echo $PTO_PAR_LABEL >> " + order + "; sleep 0.1\n";
+    Process first({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("a.cmds", many)});
+    REQUIRE(first.wait_for_stderr("START a1", 10s));
+    Process second({pto_par(), "-v", "-d", "0", "--lock-dir", locks,
+                    dir.write("b.cmds", "@1,label=b echo $PTO_PAR_LABEL >> " + order + "\n")});
+    const auto b = second.wait(30s);
+    const auto a = first.wait(30s);
+    INFO(a.err);
+    INFO(b.err);
+    CHECK(a.exit_code == 0);
+    CHECK(b.exit_code == 0);
+    const auto ran = lines_with(dir.read("order"), "");
+    REQUIRE(ran.size() == 31);
+    // Not taken straight back job after job: the waiting run's job came
+    // after a few of the first run's, not after all of them.
+    const auto at = std::find(ran.begin(), ran.end(), "b") - ran.begin();
+    CHECK_MESSAGE(at <= 5, "the second run's job ran " << at + 1 << "th");
 }
 
 TEST_CASE("--dry-run says which of its devices and ports another run holds now, and by which pid")

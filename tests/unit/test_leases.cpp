@@ -110,6 +110,48 @@ TEST_CASE("two holders: all or none, the busy one named with its holder's pid, a
     CHECK(std::holds_alternative<std::vector<Lease>>(*now));
 }
 
+TEST_CASE("a lease given back while another holder waits for it is left to that holder")
+{
+    pto::test::ScratchDir scratch("leases");
+    auto a = open_dir(scratch.path().string());
+    auto b = open_dir(scratch.path().string());
+    const std::vector<std::string> key{device_key("0")};
+    auto held = a.try_take(key);
+    REQUIRE(held);
+    REQUIRE(std::holds_alternative<std::vector<Lease>>(*held));
+    // b waits for it: held, and b says it waits.
+    auto busy = b.try_take(key);
+    REQUIRE(busy);
+    REQUIRE(std::holds_alternative<Busy>(*busy));
+    CHECK_FALSE(std::get<Busy>(*busy).yielded);
+    held->emplace<Busy>();
+    // Free now, but a is not the one waiting: it leaves it to b.
+    auto yielded = a.try_take(key);
+    REQUIRE(yielded);
+    REQUIRE(std::holds_alternative<Busy>(*yielded));
+    CHECK(std::get<Busy>(*yielded).yielded);
+    b.drain();
+    a.drain();
+    auto taken = b.try_take(key);
+    REQUIRE(taken);
+    REQUIRE(std::holds_alternative<std::vector<Lease>>(*taken));
+    // b waits no more, which wakes a; then it is plainly b's.
+    CHECK(readable(a.poll_fd(), 1000));
+    auto after = a.try_take(key);
+    REQUIRE(after);
+    REQUIRE(std::holds_alternative<Busy>(*after));
+    CHECK_FALSE(std::get<Busy>(*after).yielded);
+    CHECK(std::get<Busy>(*after).holder == getpid());
+    // Given back with a now waiting: b leaves it to a, and a takes it.
+    taken->emplace<Busy>();
+    auto b_again = b.try_take(key);
+    REQUIRE(b_again);
+    CHECK(std::holds_alternative<Busy>(*b_again));
+    auto a_again = a.try_take(key);
+    REQUIRE(a_again);
+    CHECK(std::holds_alternative<std::vector<Lease>>(*a_again));
+}
+
 TEST_CASE("a nested run's inherited leases are taken at once though the outer run holds them")
 {
     pto::test::ScratchDir scratch("leases");

@@ -103,6 +103,10 @@ public:
     // jobs in a row, now and then), and that run's wait had no end.
     Expected<std::variant<std::vector<Lease>, Busy>> try_take(std::span<const std::string> keys);
 
+    // Waiting for nothing now (the run has no job left to place): the
+    // leases it waited for are others' to take again.
+    void stop_waiting() { wanted_.clear(); }
+
     // Which of `keys` another run holds now, with its pid, neither taking
     // nor waiting (--dry-run). `dir` as open() takes it; a directory that is
     // not there holds nothing, and none is made. A probe that found a lease

@@ -116,6 +116,12 @@ void Placement::bring_back()
     waiting_.reset();
 }
 
+void Placement::stop_waiting()
+{
+    if (leasing_.dir != nullptr)
+        leasing_.dir->stop_waiting();
+}
+
 void Placement::withhold(const Grant& grant)
 {
     devices_->withhold(grant);

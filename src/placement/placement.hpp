@@ -105,6 +105,10 @@ public:
     // Another run gave a lease back (LockDir::on_freed): what was set aside
     // is tried again at the next acquire.
     void bring_back();
+    // The run has no job waiting any more (its queue is empty, or it stops
+    // starting jobs): it no longer waits for other runs' leases, which are
+    // then theirs to take again.
+    void stop_waiting();
     // After an acquire that fell short: the lease of another run it met
     // last, if something is set aside now.
     const std::optional<Waiting>& waiting() const { return waiting_; }

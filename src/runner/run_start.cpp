@@ -27,8 +27,10 @@ void Run::start_ready()
 {
     while (!stopping_) {
         const auto index = queue_.front();
-        if (!index)
+        if (!index) {
+            placement_.stop_waiting();
             return;
+        }
         if (opt_.max_parallel != 0 && running_jobs() >= opt_.max_parallel)
             return;
         if (throttled_)

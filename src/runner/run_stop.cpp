@@ -18,6 +18,7 @@ void Run::stop_all(const char* reason)
 {
     if (!stopping_) {
         stopping_ = true;
+        placement_.stop_waiting();
         if (opt_.observer != nullptr)
             opt_.observer->on_stopping(reason);
     }

@@ -150,6 +150,17 @@ TEST_CASE("a lease given back while another holder waits for it is left to that 
     auto a_again = a.try_take(key);
     REQUIRE(a_again);
     CHECK(std::holds_alternative<std::vector<Lease>>(*a_again));
+    // b waits for it again, then has nothing left to wait for: a, giving
+    // it back, may take it again.
+    auto b_waits = b.try_take(key);
+    REQUIRE(b_waits);
+    REQUIRE(std::holds_alternative<Busy>(*b_waits));
+    CHECK_FALSE(std::get<Busy>(*b_waits).yielded);
+    a_again->emplace<Busy>();
+    b.stop_waiting();
+    auto a_third = a.try_take(key);
+    REQUIRE(a_third);
+    CHECK(std::holds_alternative<std::vector<Lease>>(*a_third));
 }
 
 TEST_CASE("a nested run's inherited leases are taken at once though the outer run holds them")

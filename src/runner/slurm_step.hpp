@@ -17,6 +17,7 @@
 
 #include "runner/launcher.hpp"
 #include "slurm/allocation.hpp"
+#include "slurm/step_checks.hpp"
 
 namespace pto::runner {
 
@@ -69,6 +70,17 @@ public:
     // (`srun_status`) tells of a task killed by a signal; nothing when srun's
     // is all there is.
     std::optional<int> wait_status(int srun_status) const;
+    // The agent's verdicts on the step's GPUs (--device-check) that came
+    // since the last call.
+    std::vector<slurm::CheckVerdict> take_verdicts();
+    // A check failed: the step keeps its GPUs from Slurm until it gets
+    // SIGTERM (before the header: its line never ran).
+    bool holding() const { return !held_by_.empty(); }
+    // Verdicts came after the header: the agent checked the GPUs after
+    // the line failed.
+    bool checked_after_line() const { return checked_after_line_; }
+    // The GPUs its checks found sick.
+    const std::vector<int>& sick() const { return sick_; }
     // At EOF: a partial line still held back, as output.
     std::string take_pending();
 
@@ -82,10 +94,15 @@ private:
     std::string node_;
     const StepControl* control_;
     void filter_body();
+    void take_frame(std::string_view line);
 
     std::optional<slurm::StepHeader> header_;
     std::optional<slurm::StepEnd> end_;
     std::string launch_failure_;
+    std::vector<slurm::CheckVerdict> verdicts_;
+    std::vector<int> sick_;
+    std::string held_by_;  // JOB.STEP from the hold frame
+    bool checked_after_line_ = false;
     bool header_done_ = false;  // the header came, or never will
     bool at_line_start_ = true;  // of the job's output, after the header
     std::string pending_;       // a partial line, while the header may still come

@@ -4,6 +4,7 @@
 
 #include "runner/slurm_step.hpp"
 #include "slurm/allocation.hpp"
+#include "slurm/step_checks.hpp"
 
 using namespace pto;
 
@@ -108,6 +109,78 @@ TEST_SUITE("slurm_allocation")
         CHECK(slurm::parse_step_end("0 0"));
         CHECK_FALSE(slurm::parse_step_end("0"));
         CHECK_FALSE(slurm::parse_step_end("0 -1"));
+    }
+
+    TEST_CASE("check frames carry a sick GPU's words and output whatever bytes they hold")
+    {
+        const slurm::CheckVerdict sick{1, "its check exited 3", std::string("bad \\ gpu\n\x1e\x7f\x01 end", 20)};
+        const std::string frame = slurm::format_check_frame(sick);
+        REQUIRE(frame.starts_with(slurm::step_check_marker));
+        CHECK(frame.find('\n') == frame.size() - 1);
+        CHECK(frame.find('\x1e', 1) == std::string::npos);
+        auto back = slurm::parse_check_frame(
+            std::string_view(frame).substr(slurm::step_check_marker.size(), frame.size() - 1 - slurm::step_check_marker.size()));
+        REQUIRE(back);
+        CHECK(back->gpu == 1);
+        CHECK(back->why == sick.why);
+        CHECK(back->output == sick.output);
+        auto ok = slurm::parse_check_frame("0 ok");
+        REQUIRE(ok);
+        CHECK(ok->why.empty());
+        CHECK_FALSE(slurm::parse_check_frame("x ok"));
+        CHECK_FALSE(slurm::parse_check_frame("1 sick"));
+        CHECK_FALSE(slurm::parse_check_frame("1 sick why out\\x4"));
+        CHECK_FALSE(slurm::parse_check_frame("1 fine"));
+    }
+
+    TEST_CASE("verdicts before the header and a hold frame: the line never ran, split anywhere")
+    {
+        const std::string stream = std::string("srun: warning: x\n") + slurm::format_check_frame({0, "", ""}) +
+                                   slurm::format_check_frame({1, "its check exited 1", "no such gpu\n"}) +
+                                   "\x1epto-par-hold 5.0\n";
+        for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
+            runner::StepControl control{"scancel", nullptr, {}};
+            runner::StepState step("n1", control);
+            std::string out(step.filter(std::string_view(stream).substr(0, cut)));
+            const auto first = step.take_verdicts();
+            out += step.filter(std::string_view(stream).substr(cut));
+            out += step.take_pending();
+            auto verdicts = step.take_verdicts();
+            verdicts.insert(verdicts.begin(), first.begin(), first.end());
+            CAPTURE(cut);
+            CHECK(out == "srun: warning: x\n");
+            CHECK_FALSE(step.header());
+            REQUIRE(verdicts.size() == 2);
+            CHECK(verdicts[0].gpu == 0);
+            CHECK(verdicts[0].why.empty());
+            CHECK(verdicts[1].gpu == 1);
+            CHECK(verdicts[1].output == "no such gpu\n");
+            CHECK(step.holding());
+            CHECK_FALSE(step.checked_after_line());
+        }
+    }
+
+    TEST_CASE("verdicts after a failed line come before the end frame, after a partial line of the job's")
+    {
+        const std::string stream = std::string("\x1epto-par-step 5.0 n1 1\nno newline") +
+                                   slurm::format_check_frame({1, "its check exited 1", ""}) +
+                                   "\x1epto-par-end 768 0\n\x1epto-par-hold 5.0\n";
+        for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
+            runner::StepControl control{"scancel", nullptr, {}};
+            runner::StepState step("n1", control);
+            std::string out(step.filter(std::string_view(stream).substr(0, cut)));
+            out += step.filter(std::string_view(stream).substr(cut));
+            out += step.take_pending();
+            CAPTURE(cut);
+            CHECK(out == "no newline");
+            const auto verdicts = step.take_verdicts();
+            REQUIRE(verdicts.size() == 1);
+            CHECK(verdicts[0].why == "its check exited 1");
+            CHECK(step.ended());
+            CHECK(step.wait_status(0) == 768);
+            CHECK(step.holding());
+            CHECK(step.checked_after_line());
+        }
     }
 
     TEST_CASE("without a header (srun could not start the step) everything is output")

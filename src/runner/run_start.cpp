@@ -106,6 +106,8 @@ void Run::backfill(std::size_t head)
     const auto now = Clock::now();
     std::vector<queue::RunningEnd> ends;
     for (const auto& j : set_.jobs()) {
+        if (j->holding)
+            continue;  // no job's: its GPUs are withheld
         if (j->is_check())
             return;  // a check's end, and its verdict, history cannot tell
         const auto& expected = jobs_[j->index()].expected_s;
@@ -208,8 +210,11 @@ bool Run::start(std::size_t index, placement::Grant grant)
         fail_to_start(index, std::move(grant), spec.error());
         return true;
     }
-    if (!grant.node.empty())
+    if (!grant.node.empty()) {
         spec->argv = step_argv(*opt_.slurm, grant.node, job.device_count, spec->argv);
+        if (opt_.slurm->device_check)
+            spec->env.push_back(trusted_on(grant.node));
+    }
     auto output = opt_.whole_output || opt_.keep_output
                       ? JobOutput::reserve(opt_.spill_place, opt_.output_memory_limit)
                       : Expected<JobOutput>(JobOutput::tail_only(opt_.output_memory_limit));

@@ -33,8 +33,14 @@ void Run::stop(JobProcess& j)
     // A step Slurm has not created yet never ran: srun is killed (its helper
     // cancels the pending step) and the job is cancelled, at once. Its
     // header may be in the pipe already, unread: looked at first.
-    if (j.step() != nullptr && !j.start_reported)
+    if (j.step() != nullptr && !j.start_reported && !j.holding)
         read(j, 0);
+    if (j.holding || (j.step() != nullptr && j.step()->holding())) {
+        // It lets its GPUs go at SIGTERM (a step that is about to hold
+        // them too: its job's end is taken when the loop looks next).
+        j.life.stop(j, Clock::now(), force_kill_);
+        return;
+    }
     if (j.step() != nullptr && !j.start_reported) {
         if (j.life.stage() == StopStage::none || j.life.stage() == StopStage::terminating) {
             j.cancelled_pending = true;
@@ -59,6 +65,13 @@ void Run::deliver_dump(JobProcess& j)
 void Run::quarantine(JobProcess& j)
 {
     j.life.abandon();
+    if (j.holding) {
+        const std::string what = describe_processes(j.members());
+        notice("a step holding a sick GPU on node " + j.step()->node() + " could not be stopped (" +
+               (what.empty() ? std::string("srun") : what) + ")");
+        abandoned_.push_back(set_.take(&j));
+        return;
+    }
     if (j.is_check()) {
         const std::string what = describe_processes(j.members());
         auto check = set_.take(&j);
@@ -108,6 +121,8 @@ std::string Run::why_unusable() const
     if (!sick_.empty())
         why += std::string(why.empty() ? "" : "; ") + (sick_.size() == 1 ? "device " : "devices ") +
                format_device_range(sick_) + " sick";
+    for (const auto& d : sick_on_nodes_)
+        why += std::string(why.empty() ? "" : "; ") + "GPU " + d.node + ":" + std::to_string(d.id) + " sick";
     return why;
 }
 
@@ -121,7 +136,7 @@ void Run::check_deadlines(Clock::time_point now)
                 opt_.observer->on_stopping("the run's time limit");
         }
         for (auto& j : set_.jobs()) {
-            if (j->is_check()) {
+            if (j->is_check() || j->holding) {
                 j->life.set_stopped_by_us(true);
                 stop(*j);
             } else if (j->leader_alive() && j->life.stage() == StopStage::none && !j->life.timed_out()) {

@@ -11,7 +11,7 @@ shift
 # node_down last: it kills a slurmd, and the scenarios of one invocation
 # share a cluster.
 all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover grace escape stubborn
-     verdicts clean pending scancel node_down)
+     verdicts clean pending scancel sick sick_retry sick_timeout node_down)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -366,6 +366,92 @@ for j in r:
         assert j["start"] is None and j["signal"] is None and j["node"] is None, j
 PY
     ((SECONDS - t0 < 15)) || fail "took $((SECONDS - t0)) s"
+}
+
+# A GPU whose health check fails (n2:1, by a marker file the check looks
+# for) is found before any job runs on it: named once, held by the step that
+# found it until the run ends, and every job passes on the others.
+scenario_sick() {
+    local log=$work/sick.log
+    : >"$log"
+    touch "$work/sick.n2.1"
+    for i in $(seq 10); do echo "${record//\{SLEEP\}/0.$((i % 3 + 3))}$log"; done >"$work/sick.cmds"
+    in_allocation "$pto_par" --launcher slurm -j 4 \
+        --device-check "if [ -e $work/sick.\$SLURMD_NODENAME.{devices} ]; then echo bad gpu \$PTO_PAR_DEVICES; exit 1; fi" \
+        --json "$work/sick.json" "$work/sick.cmds" >"$work/sick.out" 2>"$work/sick.err" ||
+        fail "exit $? $(cat "$work/sick.err")"
+    [ "$(wc -l <"$log")" = 10 ] || fail "10 records expected, got $(wc -l <"$log"): $(cat "$work/sick.err")"
+    grep -q '^n2 1 ' "$log" && fail "a job ran on the sick GPU: $(cat "$log")"
+    [ "$(grep -c 'SICK device n2:1' "$work/sick.err")" = 1 ] || fail "not said once: $(cat "$work/sick.err")"
+    grep 'SICK' "$work/sick.err" | grep -qv 'n2:1' && fail "a healthy GPU said sick: $(cat "$work/sick.err")"
+    grep -q 'device n2:1: .*sick' "$work/sick.err" || fail "no device line: $(cat "$work/sick.err")"
+    [ "$(grep -c '^bad gpu 1$' "$work/sick.err")" = 1 ] || fail "the check's words: $(cat "$work/sick.err")"
+    grep -q 'bad gpu' "$work/sick.out" && fail "the check's words in the jobs' output"
+    python3 - "$work/sick.json" <<'PY' || fail "$(cat "$work/sick.json")"
+import json, sys
+rows = list(map(json.loads, open(sys.argv[1])))
+jobs = [r for r in rows if "record" not in r]
+assert len(jobs) == 10 and all(j["status"] == "passed" for j in jobs), jobs
+assert not any(j["node"] == "n2" and 1 in j["devices"] for j in jobs), jobs
+assert all(not j.get("attempts") for j in jobs), jobs  # a job that met the sick GPU never ran there
+dev = {(d["node"], d["device"]): d for d in rows if d.get("record") == "device"}
+assert dev[("n2", 1)]["sick"] is True and dev[("n2", 1)]["jobs"] == 0, dev
+assert not any(d["sick"] for k, d in dev.items() if k != ("n2", 1)), dev
+PY
+}
+
+# A job fails on a GPU whose check then fails: the step checks it at once,
+# holds it, and the job runs again on another GPU (a RETRY naming the sick
+# one) and passes.
+scenario_sick_retry() {
+    cat >"$work/sr.cmds" <<CMDS
+@label=once if [ ! -e $work/sr.tried ]; then touch $work/sr.tried $work/sr.bad.\$SLURMD_NODENAME.\$PTO_PAR_DEVICES; exit 3; fi; echo second on \$SLURMD_NODENAME:\$PTO_PAR_DEVICES
+@label=other sleep 0.5
+CMDS
+    in_allocation "$pto_par" --launcher slurm -j 2 --device-check "test ! -e $work/sr.bad.\$SLURMD_NODENAME.\$PTO_PAR_DEVICES" \
+        --json "$work/sr.json" "$work/sr.cmds" >"$work/sr.out" 2>"$work/sr.err" ||
+        fail "exit $? $(cat "$work/sr.err")"
+    local bad
+    bad=$(cd "$work" && ls sr.bad.* 2>/dev/null | sed 's/^sr\.bad\.//; s/\./:/')
+    [ -n "$bad" ] || fail "the job did not fail once: $(cat "$work/sr.err")"
+    grep -q "RETRY once .*device $bad failed the health check" "$work/sr.err" || fail "RETRY $bad: $(cat "$work/sr.err")"
+    [ "$(grep -c "SICK device $bad" "$work/sr.err")" = 1 ] || fail "SICK $bad not said once: $(cat "$work/sr.err")"
+    grep -q '^second on ' "$work/sr.out" || fail "$(cat "$work/sr.out" "$work/sr.err")"
+    grep -q "^second on $bad\$" "$work/sr.out" && fail "ran again on the sick GPU"
+    python3 - "$work/sr.json" "$bad" <<'PY' || fail "$(cat "$work/sr.json")"
+import json, sys
+rows = list(map(json.loads, open(sys.argv[1])))
+node, gpu = sys.argv[2].split(":")
+r = {j["label"]: j for j in rows if "record" not in j}
+once = r["once"]
+assert once["status"] == "passed", once
+first = once["attempts"][0]
+assert first["status"] == "failed" and first["sick"] == [int(gpu)] and first["node"] == node, once
+dev = {(d["node"], d["device"]): d for d in rows if d.get("record") == "device"}
+assert dev[(node, int(gpu))]["sick"] and dev[(node, int(gpu))]["failed"] == 1, dev
+PY
+}
+
+# A job that ran out of time leaves its GPU in doubt: the next step that
+# gets it checks it first (a job that passed does not), one at a time here,
+# so all three land on the same GPU.
+scenario_sick_timeout() {
+    : >"$work/st.checks"
+    cat >"$work/st.cmds" <<CMDS
+@label=first,timeout=1 echo \$SLURMD_NODENAME:\$PTO_PAR_DEVICES >$work/st.first; sleep 2331
+@label=second echo \$SLURMD_NODENAME:\$PTO_PAR_DEVICES >$work/st.second
+@label=third echo \$SLURMD_NODENAME:\$PTO_PAR_DEVICES >$work/st.third
+CMDS
+    in_allocation "$pto_par" --launcher slurm -j 1 --device-check "echo \$SLURMD_NODENAME:{devices} >>$work/st.checks" \
+        "$work/st.cmds" >"$work/st.out" 2>"$work/st.err"
+    local rc=$? gpu
+    [ $rc = 1 ] || fail "exit $rc, 1 expected: $(cat "$work/st.err")"
+    gpu=$(cat "$work/st.first")
+    if [ "$(cat "$work/st.second" "$work/st.third" | sort -u)" != "$gpu" ]; then
+        echo "  (Slurm gave the jobs different GPUs: $(cat "$work/st.first" "$work/st.second" "$work/st.third"); nothing to compare)"
+        return
+    fi
+    [ "$(grep -c "^$gpu\$" "$work/st.checks")" = 2 ] || fail "checks of $gpu: $(cat "$work/st.checks")"
 }
 
 # A node whose slurmd is gone: its steps fail to launch; it is taken out of

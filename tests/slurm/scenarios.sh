@@ -11,7 +11,7 @@ shift
 # node_down last: it kills a slurmd, and the scenarios of one invocation
 # share a cluster.
 all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover grace escape stubborn
-     verdicts clean pending scancel sick sick_retry sick_timeout node_down)
+     verdicts clean pending scancel sick sick_retry sick_timeout sick_hang node_down)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -430,6 +430,22 @@ assert first["status"] == "failed" and first["sick"] == [int(gpu)] and first["no
 dev = {(d["node"], d["device"]): d for d in rows if d.get("record") == "device"}
 assert dev[(node, int(gpu))]["sick"] and dev[(node, int(gpu))]["failed"] == 1, dev
 PY
+}
+
+# A check that hangs (on n1:0) is stopped at --device-check-timeout, with
+# what it started, and the GPU is sick; a job of two GPUs never gets n1.
+scenario_sick_hang() {
+    touch "$work/hang.n1.0"
+    for i in 1 2 3 4; do echo "@label=j$i echo ran on \$SLURMD_NODENAME:\$PTO_PAR_DEVICES"; done >"$work/hang.cmds"
+    echo "@2,label=pair echo pair on \$SLURMD_NODENAME" >>"$work/hang.cmds"
+    in_allocation "$pto_par" --launcher slurm -j 4 --device-check-timeout 1 \
+        --device-check "if [ -e $work/hang.\$SLURMD_NODENAME.{devices} ]; then sleep 2332 & wait; fi" \
+        "$work/hang.cmds" >"$work/hang.out" 2>"$work/hang.err" || fail "exit $? $(cat "$work/hang.err")"
+    grep -q '^ran on n1:0$' "$work/hang.out" && fail "a job ran on the sick GPU: $(cat "$work/hang.out")"
+    [ "$(grep -c '^ran on' "$work/hang.out")" = 4 ] || fail "$(cat "$work/hang.out" "$work/hang.err")"
+    grep -q '^pair on n2$' "$work/hang.out" || fail "the pair: $(cat "$work/hang.out" "$work/hang.err")"
+    grep -q 'SICK device n1:0: its check ran past --device-check-timeout (1s)' "$work/hang.err" ||
+        fail "$(cat "$work/hang.err")"
 }
 
 # A job that ran out of time leaves its GPU in doubt: the next step that

@@ -134,7 +134,6 @@ void stop_leftovers(int sigchld_fd, std::size_t count, long grace_ms)
     }
 }
 
-
 // Keeps the last check_output_kept bytes of what a check printed.
 void keep_tail(std::string& tail, const char* bytes, std::size_t n)
 {
@@ -199,11 +198,12 @@ std::optional<slurm::CheckVerdict> check_gpu(const Step& step, int gpu, int sigc
             break;
         }
         pollfd p[2] = {{from.get(), POLLIN, 0}, {sigchld_fd, POLLIN, 0}};
+        // Without a signalfd (-1) its end is seen within a second.
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
         if (poll(p, 2, static_cast<int>(std::min<long long>(left, 1000))) <= 0)
             continue;  // a timeout or EINTR: the loop looks again
         if (p[0].revents != 0 && !read_some(from.get(), v.output))
-            from.reset();  // EOF: its writers are gone, or hand it on
+            from.reset();  // EOF or an error: nothing more to read
         if (p[1].revents != 0) {
             signalfd_siginfo info;
             (void)!read(sigchld_fd, &info, sizeof info);  // only to clear it; waitpid says what ended
@@ -229,22 +229,23 @@ std::optional<slurm::CheckVerdict> check_gpu(const Step& step, int gpu, int sigc
     return v;
 }
 
-// Checks `gpus` and writes a frame for each verdict: true when one is sick.
-// Stops at a stop of the run's, whose verdict is none.
-bool check_gpus(const Step& step, const std::vector<int>& gpus, int sigchld_fd, const sigset_t& mask)
+enum class Health { good, sick, stopped };
+
+// Checks `gpus` and writes a frame for each verdict. A stop signal ends
+// the checks without a verdict: the step was stopped.
+Health check_gpus(const Step& step, const std::vector<int>& gpus, int sigchld_fd, const sigset_t& mask)
 {
-    bool sick = false;
+    Health health = Health::good;
     for (int gpu : gpus) {
-        if (stop_signal_pending())
-            return false;
-        const auto v = check_gpu(step, gpu, sigchld_fd, mask);
+        const auto v = stop_signal_pending() ? std::nullopt : check_gpu(step, gpu, sigchld_fd, mask);
         if (!v)
-            return false;
+            return Health::stopped;
         if (!report::write_all(STDOUT_FILENO, slurm::format_check_frame(*v)))
-            return false;  // the run is gone: nobody to hold the GPU for
-        sick = sick || !v->why.empty();
+            return Health::stopped;  // the run is gone: nobody to hold the GPU for
+        if (!v->why.empty())
+            health = Health::sick;
     }
-    return sick;
+    return health;
 }
 
 // A sick GPU is kept from every later step by this one: the hold frame,
@@ -292,8 +293,14 @@ int run_step(const Step& step)
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
         say(std::string("cannot be a child subreaper (") + std::strerror(errno) +
             "): processes that leave the job are not stopped");
-    if (step.checks != nullptr && check_gpus(step, untrusted(step.gpus, step.checks->trusted), sigchld.get(), original))
-        return hold(step);
+    if (step.checks != nullptr) {
+        const Health before = check_gpus(step, untrusted(step.gpus, step.checks->trusted), sigchld.get(), original);
+        // Stopped before its line: the run sees a step that ended as by SIGTERM.
+        if (before == Health::stopped)
+            return 128 + SIGTERM;
+        if (before == Health::sick)
+            return hold(step);
+    }
     if (!report::write_all(STDOUT_FILENO, step.header))
         return 126;  // the run is gone: nobody to run the job for
 
@@ -326,7 +333,7 @@ int run_step(const Step& step)
         // Without a signalfd (-1) the waits are plain sleeps: poll ignores the fd.
         stop_leftovers(sigchld.get(), left, step.grace_ms);
     }
-    const bool sick = check_after && check_gpus(step, step.gpus, sigchld.get(), original);
+    const bool sick = check_after && check_gpus(step, step.gpus, sigchld.get(), original) == Health::sick;
     // The last bytes of the job: nothing of it is left to write more.
     const std::string end = std::string(slurm::step_end_marker) + std::to_string(status) + " " +
                             std::to_string(left) + "\n";

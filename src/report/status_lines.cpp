@@ -182,7 +182,8 @@ void StatusLines::on_stopping(const char* reason)
 
 void StatusLines::on_device_sick(const std::string& node, int device, const std::string& why, const JobOutput& output)
 {
-    const std::string name = node.empty() ? std::to_string(device) : text::printable(node) + ":" + std::to_string(device);
+    const std::string name =
+        node.empty() ? std::to_string(device) : text::printable(node) + ":" + std::to_string(device);
     std::string text = "[pto-par] SICK device " + name + ": " + text::printable(why) +
                        "; withheld for the rest of the run";
     const auto shown = output.tail(timeout_dump_bytes);

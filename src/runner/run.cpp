@@ -63,8 +63,8 @@ Run::Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, 
 
 RunSummary Run::take()
 {
-    RunSummary s{std::move(results_), stopped_by_signal_, run_timed_out_,          {},
-                 std::move(withheld_), std::move(sick_),     std::move(sick_on_nodes_)};
+    RunSummary s{std::move(results_), stopped_by_signal_, run_timed_out_, {}, std::move(withheld_),
+                 std::move(sick_), std::move(sick_on_nodes_)};
     s.containment = cgroup_ != nullptr ? Containment::cgroup : Containment::process_group;
     return s;
 }
@@ -323,9 +323,10 @@ void Run::end_try(JobProcess& j)
     throttled_ = false;
     res.end = unix_now();
     res.duration_s = res.end - res.start;
-    const bool gpus_in_doubt = j.step() != nullptr && (res.status == JobStatus::timeout ||
-                                                      (res.status == JobStatus::failed && !j.step()->checked_after_line()));
-    if (gpus_in_doubt)
+    // Under Slurm a job that failed with no check after it (its agent was
+    // stopped or killed), or ran out of time, leaves its GPUs in doubt.
+    const bool failed = res.status == JobStatus::failed || res.status == JobStatus::timeout;
+    if (j.step() != nullptr && failed && !j.step()->checked_after_line())
         distrust(res.node, res.devices);
 }
 
@@ -362,7 +363,8 @@ void Run::report(JobProcess& j, bool abandoned)
 std::size_t Run::running_jobs() const
 {
     return static_cast<std::size_t>(
-        std::count_if(set_.jobs().begin(), set_.jobs().end(), [](const auto& j) { return !j->is_check() && !j->holding; }));
+        std::count_if(set_.jobs().begin(), set_.jobs().end(),
+                      [](const auto& j) { return !j->is_check() && !j->holding; }));
 }
 
 Expected<void> Run::loop()

@@ -376,8 +376,8 @@ scenario_sick() {
     : >"$log"
     touch "$work/sick.n2.1"
     for i in $(seq 10); do echo "${record//\{SLEEP\}/0.$((i % 3 + 3))}$log"; done >"$work/sick.cmds"
-    in_allocation "$pto_par" --launcher slurm -j 4 \
-        --device-check "if [ -e $work/sick.\$SLURMD_NODENAME.{devices} ]; then echo bad gpu \$PTO_PAR_DEVICES; exit 1; fi" \
+    local check="if [ -e $work/sick.\$SLURMD_NODENAME.{devices} ]; then echo bad gpu \$PTO_PAR_DEVICES; exit 1; fi"
+    in_allocation "$pto_par" --launcher slurm -j 4 --device-check "$check" \
         --json "$work/sick.json" "$work/sick.cmds" >"$work/sick.out" 2>"$work/sick.err" ||
         fail "exit $? $(cat "$work/sick.err")"
     [ "$(wc -l <"$log")" = 10 ] || fail "10 records expected, got $(wc -l <"$log"): $(cat "$work/sick.err")"
@@ -405,16 +405,19 @@ PY
 # one) and passes.
 scenario_sick_retry() {
     cat >"$work/sr.cmds" <<CMDS
-@label=once if [ ! -e $work/sr.tried ]; then touch $work/sr.tried $work/sr.bad.\$SLURMD_NODENAME.\$PTO_PAR_DEVICES; exit 3; fi; echo second on \$SLURMD_NODENAME:\$PTO_PAR_DEVICES
+@label=once [ -e $work/sr.tried ] || { touch $work/sr.tried $work/sr.bad.\$SLURMD_NODENAME.\$PTO_PAR_DEVICES; exit 3; }; \
+echo second on \$SLURMD_NODENAME:\$PTO_PAR_DEVICES
 @label=other sleep 0.5
 CMDS
-    in_allocation "$pto_par" --launcher slurm -j 2 --device-check "test ! -e $work/sr.bad.\$SLURMD_NODENAME.\$PTO_PAR_DEVICES" \
+    in_allocation "$pto_par" --launcher slurm -j 2 \
+        --device-check "test ! -e $work/sr.bad.\$SLURMD_NODENAME.\$PTO_PAR_DEVICES" \
         --json "$work/sr.json" "$work/sr.cmds" >"$work/sr.out" 2>"$work/sr.err" ||
         fail "exit $? $(cat "$work/sr.err")"
     local bad
     bad=$(cd "$work" && ls sr.bad.* 2>/dev/null | sed 's/^sr\.bad\.//; s/\./:/')
     [ -n "$bad" ] || fail "the job did not fail once: $(cat "$work/sr.err")"
-    grep -q "RETRY once .*device $bad failed the health check" "$work/sr.err" || fail "RETRY $bad: $(cat "$work/sr.err")"
+    grep -q "RETRY once .*device $bad failed the health check" "$work/sr.err" ||
+        fail "RETRY $bad: $(cat "$work/sr.err")"
     [ "$(grep -c "SICK device $bad" "$work/sr.err")" = 1 ] || fail "SICK $bad not said once: $(cat "$work/sr.err")"
     grep -q '^second on ' "$work/sr.out" || fail "$(cat "$work/sr.out" "$work/sr.err")"
     grep -q "^second on $bad\$" "$work/sr.out" && fail "ran again on the sick GPU"
@@ -464,7 +467,7 @@ CMDS
     [ $rc = 1 ] || fail "exit $rc, 1 expected: $(cat "$work/st.err")"
     gpu=$(cat "$work/st.first")
     if [ "$(cat "$work/st.second" "$work/st.third" | sort -u)" != "$gpu" ]; then
-        echo "  (Slurm gave the jobs different GPUs: $(cat "$work/st.first" "$work/st.second" "$work/st.third"); nothing to compare)"
+        echo "  (Slurm gave the jobs different GPUs: $(cat "$work/st.first" "$work/st.second" "$work/st.third"))"
         return
     fi
     [ "$(grep -c "^$gpu\$" "$work/st.checks")" = 2 ] || fail "checks of $gpu: $(cat "$work/st.checks")"

@@ -118,8 +118,8 @@ TEST_SUITE("slurm_allocation")
         REQUIRE(frame.starts_with(slurm::step_check_marker));
         CHECK(frame.find('\n') == frame.size() - 1);
         CHECK(frame.find('\x1e', 1) == std::string::npos);
-        auto back = slurm::parse_check_frame(
-            std::string_view(frame).substr(slurm::step_check_marker.size(), frame.size() - 1 - slurm::step_check_marker.size()));
+        const std::size_t from = slurm::step_check_marker.size();
+        auto back = slurm::parse_check_frame(std::string_view(frame).substr(from, frame.size() - 1 - from));
         REQUIRE(back);
         CHECK(back->gpu == 1);
         CHECK(back->why == sick.why);

@@ -8,6 +8,19 @@
 
 using namespace pto;
 
+namespace {
+
+// What `step` passes on of `stream` fed to it in two parts, cut at `cut`.
+std::string fed_in_two(runner::StepState& step, std::string_view stream, std::size_t cut)
+{
+    std::string out(step.filter(stream.substr(0, cut)));
+    out += step.filter(stream.substr(cut));
+    out += step.take_pending();
+    return out;
+}
+
+}  // namespace
+
 TEST_SUITE("slurm_allocation")
 {
     TEST_CASE("host lists expand with their zero padding")
@@ -65,9 +78,7 @@ TEST_SUITE("slurm_allocation")
         for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
             runner::StepControl control{"scancel", nullptr, {}};
             runner::StepState step("n1", control);
-            std::string out(step.filter(std::string_view(stream).substr(0, cut)));
-            out += step.filter(std::string_view(stream).substr(cut));
-            out += step.take_pending();
+            const std::string out = fed_in_two(step, stream, cut);
             CAPTURE(cut);
             CHECK(out == "srun: warning: something\nhello\nworld");
             REQUIRE(step.header());
@@ -86,9 +97,7 @@ TEST_SUITE("slurm_allocation")
             runner::StepControl control{"scancel", nullptr,
                                         [&](const std::string& text) { notices.push_back(text); }};
             runner::StepState step("n1", control);
-            std::string out(step.filter(std::string_view(stream).substr(0, cut)));
-            out += step.filter(std::string_view(stream).substr(cut));
-            out += step.take_pending();
+            const std::string out = fed_in_two(step, stream, cut);
             CAPTURE(cut);
             CHECK(out == "hello\n\x1e" "bell sr\nno newline");
             CHECK(notices == std::vector<std::string>{"n1: srun: error: n1: task 0: Exited",
@@ -141,12 +150,8 @@ TEST_SUITE("slurm_allocation")
         for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
             runner::StepControl control{"scancel", nullptr, {}};
             runner::StepState step("n1", control);
-            std::string out(step.filter(std::string_view(stream).substr(0, cut)));
-            const auto first = step.take_verdicts();
-            out += step.filter(std::string_view(stream).substr(cut));
-            out += step.take_pending();
-            auto verdicts = step.take_verdicts();
-            verdicts.insert(verdicts.begin(), first.begin(), first.end());
+            const std::string out = fed_in_two(step, stream, cut);
+            const auto verdicts = step.take_verdicts();
             CAPTURE(cut);
             CHECK(out == "srun: warning: x\n");
             CHECK_FALSE(step.header());
@@ -168,9 +173,7 @@ TEST_SUITE("slurm_allocation")
         for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
             runner::StepControl control{"scancel", nullptr, {}};
             runner::StepState step("n1", control);
-            std::string out(step.filter(std::string_view(stream).substr(0, cut)));
-            out += step.filter(std::string_view(stream).substr(cut));
-            out += step.take_pending();
+            const std::string out = fed_in_two(step, stream, cut);
             CAPTURE(cut);
             CHECK(out == "no newline");
             const auto verdicts = step.take_verdicts();

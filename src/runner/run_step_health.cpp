@@ -86,6 +86,8 @@ void Run::hold(JobProcess& j)
         cancel_unfittable();
         return;
     }
+    // Its line ended of itself before any stop (the agent checks only then).
+    j.life.set_stopped_by_us(false);
     take_status(j, *j.step()->wait_status(0));
     JobResult& res = results_[i];
     if (res.status == JobStatus::failed && opt_.fail_fast && !will_retry(i))

@@ -224,6 +224,7 @@ struct SlurmOptions {
     std::vector<SlurmNode> nodes;  // of the allocation in $SLURM_JOB_ID, which srun finds itself
     std::string srun = "srun";
     std::string scancel = "scancel";
+    std::string squeue = "squeue";
     // --device-check under Slurm: each step's agent checks the GPUs Slurm
     // gave it that the run does not trust yet (the job's build passes the
     // check to the agent); the run tells it which, in the step's

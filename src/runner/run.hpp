@@ -50,6 +50,7 @@ private:
     void read(JobProcess& j, int max_reads);
     void stop_all(const char* reason);
     void stop(JobProcess& j);
+    bool was_created(JobProcess& j);
     void check_deadlines(Clock::time_point now);
     void deliver_dump(JobProcess& j);
     void quarantine(JobProcess& j);
@@ -117,6 +118,10 @@ private:
     std::vector<NodeDevice> sick_on_nodes_;
     std::optional<Escapees> escapees_;
     std::size_t launches_ = 0;
+    std::size_t steps_launched_ = 0;
+    // The steps Slurm had created when last asked (squeue -s), and when.
+    std::vector<std::string> created_;
+    Clock::time_point created_at_{};
     Clock::time_point began_;
     std::optional<Clock::time_point> run_deadline_;
     bool run_timed_out_ = false;

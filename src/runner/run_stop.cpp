@@ -41,7 +41,7 @@ void Run::stop(JobProcess& j)
         j.life.stop(j, Clock::now(), force_kill_);
         return;
     }
-    if (j.step() != nullptr && !j.start_reported) {
+    if (j.step() != nullptr && !j.start_reported && !j.step()->created() && (j.cancelled_pending || !was_created(j))) {
         if (j.life.stage() == StopStage::none || j.life.stage() == StopStage::terminating) {
             j.cancelled_pending = true;
             j.life.stop(j, Clock::now(), true);
@@ -49,6 +49,28 @@ void Run::stop(JobProcess& j)
         return;
     }
     j.life.stop(j, Clock::now(), force_kill_);
+}
+
+// Whether Slurm has created the step of `j` though its header has not come
+// (srun passes the task's output on late): its line may run, so it is
+// stopped as a running step. squeue is asked once for all the steps one
+// stop looks at, in the loop (tens of milliseconds, at most two seconds);
+// when it cannot say, the step is taken for a pending one, as before.
+bool Run::was_created(JobProcess& j)
+{
+    const auto now = Clock::now();
+    if (created_at_ == Clock::time_point{} || now - created_at_ > std::chrono::milliseconds(200)) {
+        auto steps = created_steps(*opt_.slurm, ctx_);
+        created_ = steps ? std::move(*steps) : std::vector<std::string>();
+        created_at_ = now;
+    }
+    const std::string suffix = " " + j.step()->name();
+    for (const auto& line : created_)
+        if (line.ends_with(suffix)) {
+            j.step()->set_created(line.substr(0, line.size() - suffix.size()));
+            return true;
+        }
+    return false;
 }
 
 void Run::deliver_dump(JobProcess& j)

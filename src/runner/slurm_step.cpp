@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 
 #include "common/signal_names.hpp"
+#include "runner/clock.hpp"
 #include "slurm/step_checks.hpp"
 
 namespace pto::runner {
@@ -139,7 +142,8 @@ std::string_view StepState::filter(std::string_view bytes)
 void StepState::take_frame(std::string_view line)
 {
     if (line.starts_with(slurm::step_hold_marker)) {
-        held_by_ = line.substr(slurm::step_hold_marker.size());
+        id_ = line.substr(slurm::step_hold_marker.size());
+        holding_ = true;
         return;
     }
     auto parsed = slurm::parse_check_frame(line.substr(slurm::step_check_marker.size()));
@@ -247,11 +251,11 @@ std::vector<slurm::CheckVerdict> StepState::take_verdicts()
 
 void StepState::signal(int sig, pid_t srun_pid) const
 {
-    if (header_ || holding()) {
+    if (created()) {
         // --ctld: Slurm 22.05's scancel otherwise signals every node of the
         // allocation and exits 225 for those the step is not on.
         control_->helpers->spawn({control_->scancel, "--ctld", "--signal=" + signal_name(sig).substr(3),
-                                 header_ ? header_->step : held_by_});
+                                 header_ ? header_->step : id_});
         return;
     }
     if (sig == SIGTERM || sig == SIGKILL)
@@ -259,7 +263,7 @@ void StepState::signal(int sig, pid_t srun_pid) const
 }
 
 std::vector<std::string> step_argv(const SlurmOptions& slurm, const std::string& node, std::size_t gpus,
-                                   const std::vector<std::string>& argv)
+                                   const std::string& name, const std::vector<std::string>& argv)
 {
     // --exact: the step takes only what it asks for, so steps share the
     // node. --gres=none for a job without devices: a step otherwise gets
@@ -272,9 +276,57 @@ std::vector<std::string> step_argv(const SlurmOptions& slurm, const std::string&
                                  "-n1",
                                  "-w",
                                  node,
-                                 gpus == 0 ? std::string("--gres=none") : "--gres=gpu:" + std::to_string(gpus)};
+                                 gpus == 0 ? std::string("--gres=none") : "--gres=gpu:" + std::to_string(gpus),
+                                 "-J",
+                                 name};
     out.insert(out.end(), argv.begin(), argv.end());
     return out;
+}
+
+std::string step_name(std::size_t launch)
+{
+    return "pto-par." + std::to_string(getpid()) + "." + std::to_string(launch);
+}
+
+Expected<std::vector<std::string>> created_steps(const SlurmOptions& slurm, const LaunchContext& ctx)
+{
+    LaunchSpec spec;
+    spec.argv = {slurm.squeue, "-h", "-s", "-o", "%i %j"};
+    if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr && *job != '\0')
+        spec.argv.insert(spec.argv.end(), {"-j", job});
+    auto child = launch(spec, ctx);
+    if (!child)
+        return tl::unexpected(child.error());
+    std::string text;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(helper_wait_ms);
+    for (;;) {
+        char buf[4096];
+        const ssize_t n = read(child->output.get(), buf, sizeof buf);
+        if (n > 0) {
+            text.append(buf, static_cast<std::size_t>(n));
+            continue;
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            break;
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0)
+            break;  // squeue hangs (slurmctld gone): what it said so far
+        pollfd p{child->output.get(), POLLIN, 0};
+        (void)poll(&p, 1, static_cast<int>(left));  // a timeout or EINTR: the loop looks again
+    }
+    (void)kill(child->pid, SIGKILL);  // ESRCH: it has ended, as it should have
+    int status = 0;
+    while (waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return fail("squeue -s failed");
+    std::vector<std::string> steps;
+    for (std::size_t from = 0; from < text.size();) {
+        const auto nl = std::min(text.find('\n', from), text.size());
+        steps.push_back(text.substr(from, nl - from));
+        from = nl + 1;
+    }
+    return steps;
 }
 
 }  // namespace pto::runner

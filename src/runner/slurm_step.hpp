@@ -50,9 +50,14 @@ struct StepControl {
 // Where one step stands, as its output has told so far.
 class StepState {
 public:
-    StepState(std::string node, const StepControl& control) : node_(std::move(node)), control_(&control) {}
+    // `name`: its srun's -J (step_name), by which squeue finds it.
+    StepState(std::string node, const StepControl& control, std::string name = {})
+        : node_(std::move(node)), name_(std::move(name)), control_(&control)
+    {
+    }
 
     const std::string& node() const { return node_; }
+    const std::string& name() const { return name_; }
     // Set once the task runs and has said where and with what.
     const std::optional<slurm::StepHeader>& header() const { return header_; }
 
@@ -75,7 +80,11 @@ public:
     std::vector<slurm::CheckVerdict> take_verdicts();
     // A check failed: the step keeps its GPUs from Slurm until it gets
     // SIGTERM (before the header: its line never ran).
-    bool holding() const { return !held_by_.empty(); }
+    bool holding() const { return holding_; }
+    // Slurm created the step (squeue lists it under its name) though its
+    // header has not come: it is stopped as a running one, through `id`.
+    void set_created(std::string id) { id_ = std::move(id); }
+    bool created() const { return header_.has_value() || !id_.empty(); }
     // Verdicts came after the header: the agent checked the GPUs after
     // the line failed.
     bool checked_after_line() const { return checked_after_line_; }
@@ -92,6 +101,7 @@ public:
 
 private:
     std::string node_;
+    std::string name_;
     const StepControl* control_;
     void filter_body();
     void take_frame(std::string_view line);
@@ -101,7 +111,8 @@ private:
     std::string launch_failure_;
     std::vector<slurm::CheckVerdict> verdicts_;
     std::vector<int> sick_;
-    std::string held_by_;  // JOB.STEP from the hold frame
+    std::string id_;  // JOB.STEP from the hold frame or squeue, before (or without) a header
+    bool holding_ = false;
     bool checked_after_line_ = false;
     bool header_done_ = false;  // the header came, or never will
     bool at_line_start_ = true;  // of the job's output, after the header
@@ -109,9 +120,18 @@ private:
     std::string passed_;        // what filter() returns, kept alive here
 };
 
-// srun --exact -N1 -n1 -w NODE --gres=gpu:N ... before `argv`, which is
-// the agent (`pto-par --slurm-step ...`).
+// srun --exact -N1 -n1 -w NODE --gres=gpu:N -J NAME ... before `argv`,
+// which is the agent (`pto-par --slurm-step ...`).
 std::vector<std::string> step_argv(const SlurmOptions& slurm, const std::string& node, std::size_t gpus,
-                                   const std::vector<std::string>& argv);
+                                   const std::string& name, const std::vector<std::string>& argv);
+
+// A name for the step of a job's `launch`th srun in this run, unique in the
+// allocation: "pto-par.PID.N".
+std::string step_name(std::size_t launch);
+
+// The steps of the allocation Slurm has created now, "JOB.STEP NAME" each,
+// from `squeue -s` (run to its end: a stop waits for it, once for all its
+// steps).
+Expected<std::vector<std::string>> created_steps(const SlurmOptions& slurm, const LaunchContext& ctx);
 
 }  // namespace pto::runner

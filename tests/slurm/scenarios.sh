@@ -11,7 +11,7 @@ shift
 # node_down last: it kills a slurmd, and the scenarios of one invocation
 # share a cluster.
 all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover grace escape stubborn
-     verdicts clean pending scancel sick sick_retry sick_timeout sick_hang node_down)
+     verdicts clean pending scancel sick sick_retry sick_timeout sick_hang late_header node_down)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -366,6 +366,34 @@ for j in r:
         assert j["start"] is None and j["signal"] is None and j["node"] is None, j
 PY
     ((SECONDS - t0 < 15)) || fail "took $((SECONDS - t0)) s"
+}
+
+# A step whose line runs but whose header srun has not passed on yet (an
+# srun in front of the real one holds its output back two seconds, and ends
+# once it is passed on) is no pending step at a stop: its line gets SIGTERM,
+# and it is killed, not cancelled.
+scenario_late_header() {
+    mkdir -p "$work/bin"
+    cat >"$work/bin/srun" <<WRAP
+#!/bin/bash
+$(command -v srun) "\$@" | { sleep 2; exec cat; }
+exit \${PIPESTATUS[0]}
+WRAP
+    chmod +x "$work/bin/srun"
+    echo "@label=late trap 'echo got TERM >$work/late.term; exit 143' TERM; touch $work/late.started; sleep 2341 & wait" \
+        >"$work/late.cmds"
+    PATH=$work/bin:$PATH in_allocation bash -c '
+        "$1" --launcher slurm --json "$3.json" "$2" >"$3.out" 2>"$3.err" & pid=$!
+        for _ in $(seq 200); do [ -e "$3.started" ] && break; sleep 0.05; done
+        kill -INT $pid; wait $pid' inner "$pto_par" "$work/late.cmds" "$work/late"
+    local rc=$?
+    [ $rc = 130 ] || fail "exit $rc, 130 expected: $(cat "$work/late.err")"
+    [ -e "$work/late.term" ] || fail "the line did not get SIGTERM: $(cat "$work/late.err")"
+    python3 - "$work/late.json" <<'PY' || fail "$(cat "$work/late.json" "$work/late.err")"
+import json, sys
+r = [j for j in map(json.loads, open(sys.argv[1])) if "record" not in j]
+assert r[0]["status"] == "killed" and r[0]["exit_code"] == 143, r
+PY
 }
 
 # A GPU whose health check fails (n2:1, by a marker file the check looks

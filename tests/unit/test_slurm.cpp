@@ -200,14 +200,17 @@ TEST_SUITE("slurm_allocation")
     TEST_CASE("a step's srun line asks for the node and the count, or for no GPU at all")
     {
         SlurmOptions opt;
-        const auto two = runner::step_argv(opt, "n2", 2, {"/bin/sh", "-c", "true"});
+        const auto two = runner::step_argv(opt, "n2", 2, "pto-par.1.2", {"/bin/sh", "-c", "true"});
         CHECK(std::find(two.begin(), two.end(), "--gres=gpu:2") != two.end());
         CHECK(std::find(two.begin(), two.end(), "--exact") != two.end());
         const auto w = std::find(two.begin(), two.end(), "-w");
         REQUIRE(w != two.end());
         CHECK(*(w + 1) == "n2");
+        const auto name = std::find(two.begin(), two.end(), "-J");
+        REQUIRE(name != two.end());
+        CHECK(*(name + 1) == "pto-par.1.2");
         CHECK(two.back() == "true");
-        const auto none = runner::step_argv(opt, "n1", 0, {"true"});
+        const auto none = runner::step_argv(opt, "n1", 0, "pto-par.1.3", {"true"});
         CHECK(std::find(none.begin(), none.end(), "--gres=none") != none.end());
     }
 }

@@ -218,6 +218,7 @@ struct NodeDevice {
 struct SlurmNode {
     std::string name;          // as Slurm names it
     std::size_t devices = 0;   // GPUs the allocation holds on it
+    std::size_t cpus = 0;      // CPUs the allocation holds on it; 0: not known
 };
 
 struct SlurmOptions {

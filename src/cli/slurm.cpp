@@ -254,7 +254,7 @@ Expected<SlurmSetup> slurm_setup(const Options& opt, int argc, char** argv)
     s.nodes = std::move(*nodes);
     s.job_id = job_id;
     for (const auto& n : s.nodes) {
-        s.options.nodes.push_back({n.name, n.ids.size()});
+        s.options.nodes.push_back({n.name, n.ids.size(), n.cpus});
         s.devices += n.ids.size();
     }
     char path[4096];

@@ -116,10 +116,10 @@ void Placement::bring_back()
     waiting_.reset();
 }
 
-void Placement::withhold(const Grant& grant)
+bool Placement::withhold(const Grant& grant)
 {
-    devices_->withhold(grant);
     ports_.withhold(grant.ports);
+    return devices_->withhold(grant);
 }
 
 bool Placement::usable_for(const Need& need) const

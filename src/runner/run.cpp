@@ -156,9 +156,7 @@ void Run::on_leader_exit(JobProcess& j)
     }
     if (j.step() != nullptr && !j.step()->header() && !j.step()->launch_failure().empty()) {
         if (placement_.lose(grants_[j.index()]))
-            notice("node " + grants_[j.index()].node +
-                   " taken out of the pool for the rest of the run: its steps fail to launch (" +
-                   j.step()->launch_failure() + "); its jobs are tried on the other nodes");
+            node_lost(grants_[j.index()], "its steps fail to launch (" + j.step()->launch_failure() + ")");
         j.relaunch = true;
         res.status = JobStatus::cancelled;
         return;
@@ -231,7 +229,7 @@ void Run::finish_ended()
             hold(*j);
     std::vector<JobProcess*> ended;
     for (auto& j : set_.jobs())
-        if (!j->leader_alive() && (j->holding || j->empty()))
+        if (!j->leader_alive() && j->empty())
             ended.push_back(j.get());
     for (auto* j : ended) {
         // Whatever the job wrote before it ended is in the pipe; a process

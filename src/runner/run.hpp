@@ -51,6 +51,8 @@ private:
     void stop_all(const char* reason);
     void stop(JobProcess& j);
     bool was_created(JobProcess& j);
+    void node_lost(const placement::Grant& grant, const std::string& why);
+    void withhold_step(const placement::Grant& grant);
     void check_deadlines(Clock::time_point now);
     void deliver_dump(JobProcess& j);
     void quarantine(JobProcess& j);

@@ -78,7 +78,7 @@ void Run::hold(JobProcess& j)
     placement::Grant gpus = grants_[i];
     placement::Grant ports;
     ports.ports = std::exchange(gpus.ports, {});
-    placement_.withhold(gpus);
+    withhold_step(gpus);
     placement_.release(ports);
     if (!j.start_reported) {
         j.relaunch = true;

@@ -73,6 +73,32 @@ bool Run::was_created(JobProcess& j)
     return false;
 }
 
+// The node of `grant` can start no job any more (`why`): said once, and the
+// steps still waiting for Slurm there, which never ran, go to other nodes.
+void Run::node_lost(const placement::Grant& grant, const std::string& why)
+{
+    notice("node " + grant.node + " taken out of the pool for the rest of the run: " + why +
+           "; its jobs are tried on the other nodes");
+    for (auto& j : set_.jobs()) {
+        const bool waiting = j->step() != nullptr && !j->holding && !j->step()->holding() && !j->start_reported &&
+                             !j->step()->created() && j->life.stage() == StopStage::none;
+        if (waiting && grants_[j->index()].node_index == grant.node_index && !was_created(*j)) {
+            j->relaunch = true;
+            j->cancelled_pending = true;
+            j->life.stop(*j, Clock::now(), true);
+        }
+    }
+}
+
+// A step that stays until the run ends (holding a sick GPU, or past
+// stopping) keeps its GPUs and a CPU of its node.
+void Run::withhold_step(const placement::Grant& grant)
+{
+    if (placement_.withhold(grant))
+        node_lost(grant, "the steps that stay there until the run ends (holding a sick GPU, or that could not be "
+                         "stopped) keep all its CPUs");
+}
+
 void Run::deliver_dump(JobProcess& j)
 {
     j.life.dump_delivered();
@@ -111,7 +137,10 @@ void Run::quarantine(JobProcess& j)
                 (devices.empty() ? std::string("none") : format_device_range(devices)) +
                 " withheld for the rest of the run";
     notice("job '" + jobs_[j.index()].label + "' " + res.error);
-    placement_.withhold(grants_[j.index()]);
+    if (j.step() != nullptr)
+        withhold_step(grants_[j.index()]);
+    else
+        (void)placement_.withhold(grants_[j.index()]);  // false: a local pool has no CPUs to run out of
     withheld_.insert(withheld_.end(), devices.begin(), devices.end());
     std::sort(withheld_.begin(), withheld_.end());
     read(j, 0);

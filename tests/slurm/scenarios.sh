@@ -11,7 +11,7 @@ shift
 # node_down last: it kills a slurmd, and the scenarios of one invocation
 # share a cluster.
 all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover grace escape stubborn
-     verdicts clean pending scancel sick sick_retry sick_timeout sick_hang late_header node_down)
+     verdicts clean pending scancel sick sick_retry sick_timeout sick_hang sick_cpu late_header node_down)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -415,6 +415,7 @@ scenario_sick() {
     grep -q 'device n2:1: .*sick' "$work/sick.err" || fail "no device line: $(cat "$work/sick.err")"
     [ "$(grep -c '^bad gpu 1$' "$work/sick.err")" = 1 ] || fail "the check's words: $(cat "$work/sick.err")"
     grep -q 'bad gpu' "$work/sick.out" && fail "the check's words in the jobs' output"
+    grep 'left their job' "$work/sick.err" && fail "srun's own processes taken for escapees"
     python3 - "$work/sick.json" <<'PY' || fail "$(cat "$work/sick.json")"
 import json, sys
 rows = list(map(json.loads, open(sys.argv[1])))
@@ -477,6 +478,23 @@ scenario_sick_hang() {
     grep -q '^pair on n2$' "$work/hang.out" || fail "the pair: $(cat "$work/hang.out" "$work/hang.err")"
     grep -q 'SICK device n1:0: its check ran past --device-check-timeout (1s)' "$work/hang.err" ||
         fail "$(cat "$work/hang.err")"
+}
+
+# One CPU per node: the step that holds a sick GPU (n1:0) keeps the only CPU
+# of n1, so no step can start there any more. n1 is taken out of the pool,
+# said once, and a job already waiting there for Slurm runs on n2.
+scenario_sick_cpu() {
+    touch "$work/cpu.n1.0"
+    for i in 1 2 3 4; do echo "@label=j$i echo ran on \$SLURMD_NODENAME:\$PTO_PAR_DEVICES"; done >"$work/cpu.cmds"
+    tasks=1 in_allocation timeout 60 "$pto_par" --launcher slurm -j 4 \
+        --device-check "test ! -e $work/cpu.\$SLURMD_NODENAME.{devices}" \
+        "$work/cpu.cmds" >"$work/cpu.out" 2>"$work/cpu.err"
+    local rc=$?
+    [ $rc = 0 ] || fail "exit $rc, 0 expected: $(cat "$work/cpu.err")"
+    [ "$(grep -c '^ran on' "$work/cpu.out")" = 4 ] || fail "$(cat "$work/cpu.out" "$work/cpu.err")"
+    grep -q '^ran on n1:0$' "$work/cpu.out" && fail "a job ran on the sick GPU"
+    [ "$(grep -c 'node n1 taken out' "$work/cpu.err")" = 1 ] || fail "not said once: $(cat "$work/cpu.err")"
+    grep 'left their job' "$work/cpu.err" && fail "srun's own processes taken for escapees"
 }
 
 # A job that ran out of time leaves its GPU in doubt: the next step that

@@ -48,6 +48,8 @@ TEST_SUITE("slurm_allocation")
         CHECK((*nodes)[1].ids == std::vector<int>{0, 1});
         CHECK((*nodes)[2].name == "n3");
         CHECK((*nodes)[2].ids == std::vector<int>{0, 2, 3});
+        CHECK((*nodes)[1].cpus == 4);
+        CHECK((*nodes)[2].cpus == 1);
     }
 
     TEST_CASE("a node without GPUs has none; no node line is an error")

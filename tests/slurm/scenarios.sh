@@ -406,7 +406,7 @@ scenario_sick() {
     for i in $(seq 10); do echo "${record//\{SLEEP\}/0.$((i % 3 + 3))}$log"; done >"$work/sick.cmds"
     local check="if [ -e $work/sick.\$SLURMD_NODENAME.{devices} ]; then echo bad gpu \$PTO_PAR_DEVICES; exit 1; fi"
     in_allocation "$pto_par" --launcher slurm -j 4 --device-check "$check" \
-        --json "$work/sick.json" "$work/sick.cmds" >"$work/sick.out" 2>"$work/sick.err" ||
+        --json "$work/sick.json" --junit "$work/sick.xml" "$work/sick.cmds" >"$work/sick.out" 2>"$work/sick.err" ||
         fail "exit $? $(cat "$work/sick.err")"
     [ "$(wc -l <"$log")" = 10 ] || fail "10 records expected, got $(wc -l <"$log"): $(cat "$work/sick.err")"
     grep -q '^n2 1 ' "$log" && fail "a job ran on the sick GPU: $(cat "$log")"
@@ -416,6 +416,7 @@ scenario_sick() {
     [ "$(grep -c '^bad gpu 1$' "$work/sick.err")" = 1 ] || fail "the check's words: $(cat "$work/sick.err")"
     grep -q 'bad gpu' "$work/sick.out" && fail "the check's words in the jobs' output"
     grep 'left their job' "$work/sick.err" && fail "srun's own processes taken for escapees"
+    grep -q '<property name="device.n2:1.sick" value="true"/>' "$work/sick.xml" || fail "JUnit: $(cat "$work/sick.xml")"
     python3 - "$work/sick.json" <<'PY' || fail "$(cat "$work/sick.json")"
 import json, sys
 rows = list(map(json.loads, open(sys.argv[1])))

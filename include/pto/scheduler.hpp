@@ -27,10 +27,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <compare>
 #include <optional>
 #include <span>
 #include <string>
-#include <compare>
 #include <vector>
 
 #include <pto/error.hpp>
@@ -203,11 +203,6 @@ enum class Containment {
     process_group,  // the job's process group, with this process as subreaper
 };
 
-// Jobs as job steps of the Slurm allocation this process runs in: each job
-// is `srun --exact -N1 -n1 -w NODE --gres=gpu:N` on a node that has N of its
-// GPUs free, and is stopped with `scancel --ctld --signal=...`. A job starts
-// (its time limit runs, observers see on_start) when its task runs: the wait
-// for Slurm to create the step is queueing.
 // A GPU of a node of a Slurm allocation: "n1:0".
 struct NodeDevice {
     std::string node;
@@ -215,6 +210,11 @@ struct NodeDevice {
     auto operator<=>(const NodeDevice&) const = default;
 };
 
+// Jobs as job steps of the Slurm allocation this process runs in: each job
+// is `srun --exact -N1 -n1 -w NODE --gres=gpu:N` on a node that has N of its
+// GPUs free, and is stopped with `scancel --ctld --signal=...`. A job starts
+// (its time limit runs, observers see on_start) when its task runs: the wait
+// for Slurm to create the step is queueing.
 struct SlurmNode {
     std::string name;          // as Slurm names it
     std::size_t devices = 0;   // GPUs the allocation holds on it

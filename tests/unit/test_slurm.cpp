@@ -124,7 +124,8 @@ TEST_SUITE("slurm_allocation")
 
     TEST_CASE("check frames carry a sick GPU's words and output whatever bytes they hold")
     {
-        const slurm::CheckVerdict sick{1, "its check exited 3", std::string("bad \\ gpu\n\x1e\x7f\x01 end", 20)};
+        static constexpr char bytes[] = "bad \\ gpu\n\x1e\x7f\x01\0 end";  // a NUL among them
+        const slurm::CheckVerdict sick{1, "its check exited 3", std::string(bytes, sizeof bytes - 1)};
         const std::string frame = slurm::format_check_frame(sick);
         REQUIRE(frame.starts_with(slurm::step_check_marker));
         CHECK(frame.find('\n') == frame.size() - 1);

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <compare>
 #include <optional>
 #include <span>
 #include <string>
@@ -170,8 +171,12 @@ public:
     virtual void on_signal(int /*sig*/) {}
     // The health check of `device` failed (RunOptions::device_check): it is
     // withheld for the rest of the run. `why` says how the check ended,
-    // `output` is what it wrote.
-    virtual void on_device_sick(int /*device*/, const std::string& /*why*/, const JobOutput& /*output*/) {}
+    // `output` is what it wrote. `node`: under Slurm, the node whose GPU
+    // `device` is (SlurmOptions::device_check); empty otherwise.
+    virtual void on_device_sick(const std::string& /*node*/, int /*device*/, const std::string& /*why*/,
+                                const JobOutput& /*output*/)
+    {
+    }
     // The next job waits for a device or port another run leases (see
     // RunOptions::lock_dir): `what` names it and its holder, "device 0
     // (held by another run, pid 1234)". Again each time that changes.
@@ -198,6 +203,13 @@ enum class Containment {
     process_group,  // the job's process group, with this process as subreaper
 };
 
+// A GPU of a node of a Slurm allocation: "n1:0".
+struct NodeDevice {
+    std::string node;
+    int id = 0;
+    auto operator<=>(const NodeDevice&) const = default;
+};
+
 // Jobs as job steps of the Slurm allocation this process runs in: each job
 // is `srun --exact -N1 -n1 -w NODE --gres=gpu:N` on a node that has N of its
 // GPUs free, and is stopped with `scancel --ctld --signal=...`. A job starts
@@ -206,12 +218,20 @@ enum class Containment {
 struct SlurmNode {
     std::string name;          // as Slurm names it
     std::size_t devices = 0;   // GPUs the allocation holds on it
+    std::size_t cpus = 0;      // CPUs the allocation holds on it; 0: not known
 };
 
 struct SlurmOptions {
     std::vector<SlurmNode> nodes;  // of the allocation in $SLURM_JOB_ID, which srun finds itself
     std::string srun = "srun";
     std::string scancel = "scancel";
+    std::string squeue = "squeue";
+    // --device-check under Slurm: each step's agent checks the GPUs Slurm
+    // gave it that the run does not trust yet (the job's build passes the
+    // check to the agent); the run tells it which, in the step's
+    // environment (PTO_PAR_TRUSTED_GPUS), and keeps a sick GPU from every
+    // later step by leaving the step that found it holding it.
+    bool device_check = false;
 };
 
 struct RunOptions {
@@ -313,7 +333,8 @@ struct RunSummary {
     bool timed_out = false;          // the run's own time limit expired
     Containment containment = Containment::process_group;  // what was in force
     std::vector<int> withheld;       // devices taken out of the pool: their last job could not be stopped
-    std::vector<int> sick;           // devices taken out of the pool: their health check failed (none under Slurm, for now)
+    std::vector<int> sick;           // devices taken out of the pool: their health check failed (none under Slurm)
+    std::vector<NodeDevice> sick_on_nodes;  // under Slurm: the GPUs of nodes whose check failed, in order
 };
 
 // What `mode` would give here and now, in words for -v and --dry-run:

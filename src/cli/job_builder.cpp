@@ -27,7 +27,7 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
             job.build = [&spec, &world](std::span<const int>) -> Expected<LaunchSpec> {
                 LaunchSpec launch;
                 launch.argv = step_command(world.slurm_self, world.kill_grace_s, world.shell, spec.command,
-                                            world.device_env);
+                                            world.device_env, world.step_check);
                 launch.env = {"PTO_PAR_LABEL=" + spec.label, "PTO_PAR_SEQ=" + std::to_string(spec.seq)};
                 return launch;
             };

@@ -8,6 +8,7 @@
 
 #include <pto/scheduler.hpp>
 
+#include "cli/slurm.hpp"
 #include "cmdfile/commands_file.hpp"
 #include "devices/discovery.hpp"
 
@@ -23,6 +24,7 @@ struct JobWorld {
     // --lock-dir as given ("" when not): a run inside a job then leases
     // where this one does, and so finds its job's leases.
     std::string lock_dir;
+    StepCheck step_check;  // --launcher slurm: --device-check, which each step's agent runs on its GPUs
 };
 
 // `specs` must outlive the returned jobs' build functions.

@@ -94,9 +94,6 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         std::cout << "pto-par " PTO_PAR_VERSION "\n";
         return 0;
     }
-    if (opt.slurm && !opt.device_check.empty())
-        return usage_error("--device-check does not go with --launcher slurm yet: the checks run on this machine's "
-                           "devices, not on the allocation's nodes");
     if (opt.slurm && opt.device_slots)
         return usage_error("--device-slots does not go with --launcher slurm: sharing a GPU between steps needs "
                            "Slurm's own sharing (--gres=shard)");
@@ -155,7 +152,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (cli::report_ports(display_name, specs, opt.port_low, opt.port_high))
         return exit_usage;
     const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string(),
-                              opt.kill_grace_s, opt.lock_dir.value_or("")};
+                              opt.kill_grace_s, opt.lock_dir.value_or(""),
+                              {slurm ? opt.device_check : std::string(), opt.device_check_timeout_s}};
     auto jobs = cli::build_jobs(specs, world);
     if (!slurm && cli::report_exec_too_large(display_name, jobs, *pool, opt.port_low, opt.port_high, cli::exec_limits()))
         return exit_usage;
@@ -180,13 +178,16 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
                                    : describe_containment(opt.contain);
     if (!containment)
         return usage_error(containment.error().message);
-    const auto check_text = [&opt](const std::string& lead) {
+    const auto check_text = [&opt, under_slurm = slurm.has_value()](const std::string& lead) {
         if (opt.device_check.empty())
             return std::string();
         char limit[32];
         std::snprintf(limit, sizeof limit, "%g", opt.device_check_timeout_s);
-        return lead + "each device checked before its first job and after a failure on it by: " + opt.device_check +
-               " (at most " + limit + "s)";
+        return lead +
+               (under_slurm ? "each GPU of a node checked by the step that gets it, before its first job there, "
+                              "after a job failed on it and after a job timed out on it, by: "
+                            : "each device checked before its first job and after a failure on it by: ") +
+               opt.device_check + " (at most " + limit + "s)";
     };
     const std::string lease_text =
         slurm        ? std::string("no leases across runs: Slurm shares the allocation's GPUs out")
@@ -231,7 +232,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     RunOptions ro;
     ro.pool = pool->ids;
     ro.device_slots = device_slots;
-    if (!opt.device_check.empty()) {
+    if (!opt.device_check.empty() && !slurm) {
         ro.device_check = [&build = check.front().build](int id) { return build(Allocation{std::span<const int>(&id, 1), {}}); };
         ro.device_check_timeout_s = opt.device_check_timeout_s;
     }
@@ -253,8 +254,10 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     auto inherited = leases::inherited_from([](const char* name) -> const char* { return std::getenv(name); });
     ro.inherited_devices = std::move(inherited.devices);
     ro.inherited_ports = std::move(inherited.ports);
-    if (slurm)
+    if (slurm) {
         ro.slurm = slurm->options;
+        ro.slurm->device_check = !opt.device_check.empty();
+    }
 
     std::vector<std::string> spill_notes;
     ro.spill_place = choose_spill_place([&spill_notes](const std::string& text) { spill_notes.push_back(text); },

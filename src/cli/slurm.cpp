@@ -18,6 +18,7 @@
 #include "common/unique_fd.hpp"
 #include "agent/step_agent.hpp"
 #include "devices/discovery.hpp"
+#include "slurm/step_checks.hpp"
 
 extern char** environ;
 
@@ -134,22 +135,49 @@ void forget_allocation_gpu_requests()
 }
 
 std::vector<std::string> step_command(const std::string& self, double kill_grace_s, const std::string& shell,
-                                      const std::string& command, const std::vector<std::string>& device_env)
+                                      const std::string& command, const std::vector<std::string>& device_env,
+                                      const StepCheck& check)
 {
-    const auto grace_ms = static_cast<long>(std::ceil(kill_grace_s * 1000));
-    std::vector<std::string> argv{self, step_mode_flag, std::to_string(grace_ms), shell, command};
+    const auto ms = [](double s) { return std::to_string(static_cast<long>(std::ceil(s * 1000))); };
+    std::vector<std::string> argv{self, step_mode_flag};
+    if (!check.command.empty())
+        argv.insert(argv.end(), {std::string(step_check_flag), ms(check.timeout_s), check.command});
+    argv.insert(argv.end(), {ms(kill_grace_s), shell, command});
     argv.insert(argv.end(), device_env.begin(), device_env.end());
     return argv;
 }
 
-int run_step(int argc, char** argv)
+namespace {
+
+// A count of milliseconds from the agent's argv; -1 if it is none.
+long milliseconds(const char* text)
 {
     char* end = nullptr;
-    const long grace_ms = argc < 5 ? -1 : std::strtol(argv[2], &end, 10);
-    if (grace_ms < 0 || end == argv[2] || *end != '\0') {
+    const long ms = std::strtol(text, &end, 10);
+    return end == text || *end != '\0' || ms < 0 ? -1 : ms;
+}
+
+}  // namespace
+
+int run_step(int argc, char** argv)
+{
+    const auto misuse = [] {
         std::cerr << "pto-par: " << step_mode_flag << " is pto-par's own, for the steps of --launcher slurm\n";
         return 126;
+    };
+    // [pto-par, --slurm-step, (--check, TIMEOUT_MS, CHECK,) GRACE_MS, SHELL, COMMAND, NAME...]
+    int at = 2;
+    agent::Checks checks;
+    const bool checked = argc > at && std::strcmp(argv[at], step_check_flag) == 0;
+    if (checked) {
+        if (argc < at + 3 || (checks.timeout_ms = milliseconds(argv[at + 1])) < 0)
+            return misuse();
+        checks.command = argv[at + 2];
+        at += 3;
     }
+    const long grace_ms = argc < at + 3 ? -1 : milliseconds(argv[at]);
+    if (grace_ms < 0)
+        return misuse();
     // Slurm's own word for the GPUs of this step; unset for --gres=none.
     const char* gpus = std::getenv("SLURM_STEP_GPUS");
     auto ids = parse_device_range(gpus != nullptr ? gpus : "");
@@ -157,37 +185,57 @@ int run_step(int argc, char** argv)
         std::cerr << "pto-par: SLURM_STEP_GPUS='" << gpus << "': " << ids.error().message << "\n";
         return 126;
     }
+    if (checked) {
+        // The run's word, for this step alone: not the job's to see.
+        const char* trusted = std::getenv(slurm::trusted_gpus_variable);
+        auto list = parse_device_range(trusted != nullptr ? trusted : "");
+        if (!list) {
+            std::cerr << "pto-par: " << slurm::trusted_gpus_variable << "='" << trusted << "': " << list.error().message
+                      << "\n";
+            return 126;
+        }
+        checks.trusted = std::move(*list);
+        (void)unsetenv(slurm::trusted_gpus_variable);  // fails only for a bad name, which it is not
+    }
     const char* label = std::getenv("PTO_PAR_LABEL");
     const char* seq = std::getenv("PTO_PAR_SEQ");
-    const std::string list = format_device_list(*ids);
-    const cmdfile::Placeholders values{format_device_range(*ids), list, std::to_string(ids->size()),
-                                       label != nullptr ? label : "", seq != nullptr ? seq : "", ""};
-    const std::string command = cmdfile::expand_placeholders(argv[4], values);
-    if (command.size() >= cmdfile::max_command_bytes) {
-        std::cerr << "pto-par: the command is " << command.size()
-                  << " bytes once its placeholders are replaced; the kernel takes at most "
-                  << cmdfile::max_command_bytes - 1 << "\n";
-        return 126;
-    }
-    const std::string count = std::to_string(ids->size());
-    // setenv fails only for lack of memory or a bad name; -e names were checked.
-    bool ok = setenv("PTO_PAR_DEVICES", list.c_str(), 1) == 0 && setenv("PTO_PAR_NUM_DEVICES", count.c_str(), 1) == 0 &&
-              setenv(device_names_variable, "", 1) == 0 && setenv(device_variable_variable, "", 1) == 0;
-    for (int i = 5; ok && i < argc; ++i)
-        ok = setenv(argv[i], list.c_str(), 1) == 0;
-    if (!ok) {
-        std::cerr << "pto-par: setenv: " << std::strerror(errno) << "\n";
-        return 126;
-    }
+    const std::vector<std::string> names(argv + at + 3, argv + argc);
+    const auto prepare = [&](std::span<const int> gpu_ids, const std::string& text) -> Expected<std::string> {
+        const std::string list = format_device_list(gpu_ids);
+        const cmdfile::Placeholders values{format_device_range(gpu_ids), list, std::to_string(gpu_ids.size()),
+                                           label != nullptr ? label : "", seq != nullptr ? seq : "", ""};
+        std::string command = cmdfile::expand_placeholders(text, values);
+        if (command.size() >= cmdfile::max_command_bytes)
+            return fail("the command is " + std::to_string(command.size()) +
+                        " bytes once its placeholders are replaced; the kernel takes at most " +
+                        std::to_string(cmdfile::max_command_bytes - 1));
+        const std::string count = std::to_string(gpu_ids.size());
+        // setenv fails only for lack of memory or a bad name; -e names were checked.
+        bool ok = setenv("PTO_PAR_DEVICES", list.c_str(), 1) == 0 &&
+                  setenv("PTO_PAR_NUM_DEVICES", count.c_str(), 1) == 0 &&
+                  setenv(device_names_variable, "", 1) == 0 && setenv(device_variable_variable, "", 1) == 0;
+        for (const auto& name : names)
+            ok = ok && setenv(name.c_str(), list.c_str(), 1) == 0;
+        if (!ok)
+            return tl::unexpected(sys_error("setenv", errno));
+        return command;
+    };
     const auto env = [](const char* name) {
         const char* v = std::getenv(name);
         return std::string(v != nullptr ? v : "");
     };
+    agent::Step step;
+    step.shell = argv[at + 1];
+    step.command = argv[at + 2];
+    step.id = env("SLURM_JOB_ID") + "." + env("SLURM_STEP_ID");
     // One frame, so that nothing of the job can come before it.
-    const std::string header = std::string(slurm::step_header_marker) + env("SLURM_JOB_ID") + "." +
-                               env("SLURM_STEP_ID") + " " + env("SLURMD_NODENAME") + " " + env("SLURM_STEP_GPUS") +
-                               "\n";
-    return agent::run_step(argv[3], command, header, grace_ms);
+    step.header = std::string(slurm::step_header_marker) + step.id + " " + env("SLURMD_NODENAME") + " " +
+                  env("SLURM_STEP_GPUS") + "\n";
+    step.gpus = std::move(*ids);
+    step.grace_ms = grace_ms;
+    step.checks = checked ? &checks : nullptr;
+    step.prepare = prepare;
+    return agent::run_step(step);
 }
 
 Expected<SlurmSetup> slurm_setup(const Options& opt, int argc, char** argv)
@@ -206,7 +254,7 @@ Expected<SlurmSetup> slurm_setup(const Options& opt, int argc, char** argv)
     s.nodes = std::move(*nodes);
     s.job_id = job_id;
     for (const auto& n : s.nodes) {
-        s.options.nodes.push_back({n.name, n.ids.size()});
+        s.options.nodes.push_back({n.name, n.ids.size(), n.cpus});
         s.devices += n.ids.size();
     }
     char path[4096];

@@ -17,6 +17,10 @@
 namespace pto::cli {
 
 inline constexpr const char* step_mode_flag = "--slurm-step";
+// Its health checks (--device-check): `--check TIMEOUT_MS CHECK` right
+// after step_mode_flag, and the GPUs the run trusts in
+// slurm::trusted_gpus_variable.
+inline constexpr const char* step_check_flag = "--check";
 
 // The nodes of $SLURM_JOB_ID with their GPUs, from `scontrol show job -d`;
 // outside an allocation an error that says how to get one.
@@ -29,12 +33,22 @@ std::string salloc_hint(int argc, char** argv);
 // of the environment that srun and the steps inherit.
 void forget_allocation_gpu_requests();
 
-// The argv that makes a step run `command` with `shell` as pto-par would:
-// this very binary in step mode, giving what the line leaves `kill_grace_s`.
-std::vector<std::string> step_command(const std::string& self, double kill_grace_s, const std::string& shell,
-                                      const std::string& command, const std::vector<std::string>& device_env);
+// --device-check for the steps: its command (empty: none) and timeout.
+struct StepCheck {
+    std::string command;
+    double timeout_s = 60;
+};
 
-// Step mode: argv is [pto-par, --slurm-step, GRACE_MS, SHELL, COMMAND, NAME...].
+// The argv that makes a step run `command` with `shell` as pto-par would:
+// this very binary in step mode, giving what the line leaves `kill_grace_s`,
+// checking the step's GPUs by `check`.
+std::vector<std::string> step_command(const std::string& self, double kill_grace_s, const std::string& shell,
+                                      const std::string& command, const std::vector<std::string>& device_env,
+                                      const StepCheck& check);
+
+// Step mode: argv is [pto-par, --slurm-step, GRACE_MS, SHELL, COMMAND, NAME...],
+// or with health checks [pto-par, --slurm-step, --check, TIMEOUT_MS, CHECK,
+// GRACE_MS, SHELL, COMMAND, NAME...] (and trusted_gpus_variable set).
 // Runs SHELL -c COMMAND under the step agent (agent/step_agent.hpp) with
 // the job's variables; returns the exit status (126, as a shell that cannot
 // run a command, when it cannot even start).

@@ -86,7 +86,7 @@ void LocalDevices::bring_back()
     aside_.clear();
 }
 
-void LocalDevices::withhold(const Grant& grant)
+bool LocalDevices::withhold(const Grant& grant)
 {
     for (int id : grant.devices) {
         const std::size_t i = index_of(id);
@@ -95,13 +95,14 @@ void LocalDevices::withhold(const Grant& grant)
         withheld_[i] = true;
         pool_.withhold(std::span<const int>(&id, 1));
     }
+    return false;  // the other devices are as good as before
 }
 
 bool LocalDevices::lose(const Grant& grant)
 {
     const bool fresh = std::any_of(grant.devices.begin(), grant.devices.end(),
                                    [this](int id) { return !withheld_[index_of(id)]; });
-    withhold(grant);
+    (void)withhold(grant);  // false here: the pool has no CPUs to run out of
     return fresh;
 }
 

@@ -16,7 +16,7 @@ public:
 
     bool acquire(std::size_t count, std::size_t slots, Grant& grant) override;
     void release(const Grant& grant) override;
-    void withhold(const Grant& grant) override;
+    bool withhold(const Grant& grant) override;
     // This machine is one place: what is lost is the grant's devices.
     bool lose(const Grant& grant) override;
     std::size_t usable() const override { return pool_.usable(); }

@@ -122,10 +122,10 @@ void Placement::stop_waiting()
         leasing_.dir->stop_waiting();
 }
 
-void Placement::withhold(const Grant& grant)
+bool Placement::withhold(const Grant& grant)
 {
-    devices_->withhold(grant);
     ports_.withhold(grant.ports);
+    return devices_->withhold(grant);
 }
 
 bool Placement::usable_for(const Need& need) const

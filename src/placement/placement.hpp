@@ -68,8 +68,10 @@ public:
     // (with `slots` > 0: that many slots of one device) are not free now.
     virtual bool acquire(std::size_t count, std::size_t slots, Grant& grant) = 0;
     virtual void release(const Grant& grant) = 0;
-    // Never handed out again in this run.
-    virtual void withhold(const Grant& grant) = 0;
+    // Never handed out again in this run. True when where `grant` is can
+    // then start no job any more (a node whose CPUs the steps kept there
+    // all hold), the first time.
+    virtual bool withhold(const Grant& grant) = 0;
     // Where `grant` is cannot start jobs any more (a node whose steps fail
     // to launch): nothing there is handed out again. True the first time.
     virtual bool lose(const Grant& grant) = 0;
@@ -100,8 +102,8 @@ public:
     // run holds them (jobs sharing a device's slots share its lease).
     void release(const Grant& grant);
     // Something of the job holding `grant` could not be stopped: its
-    // leases stay held until the run ends.
-    void withhold(const Grant& grant);
+    // leases stay held until the run ends. True as Devices::withhold.
+    bool withhold(const Grant& grant);
     // Another run gave a lease back (LockDir::on_freed): what was set aside
     // is tried again at the next acquire.
     void bring_back();

@@ -8,7 +8,7 @@ namespace pto::placement {
 SlurmNodes::SlurmNodes(const std::vector<SlurmNode>& nodes)
 {
     for (const auto& n : nodes)
-        nodes_.push_back({n.name, n.devices, n.devices});
+        nodes_.push_back({n.name, n.devices, n.devices, n.cpus, 0, false});
 }
 
 // The node with the most free GPUs among those that have `count` free (the
@@ -36,9 +36,13 @@ void SlurmNodes::release(const Grant& grant)
     nodes_[grant.node_index].free += grant.device_count;
 }
 
-void SlurmNodes::withhold(const Grant& grant)
+bool SlurmNodes::withhold(const Grant& grant)
 {
-    nodes_[grant.node_index].usable -= grant.device_count;
+    Node& n = nodes_[grant.node_index];
+    n.usable -= grant.device_count;
+    if (n.cpus == 0 || ++n.kept < n.cpus)
+        return false;
+    return !std::exchange(n.lost, true);
 }
 
 bool SlurmNodes::lose(const Grant& grant)

@@ -20,7 +20,10 @@ public:
     // job of slots takes its one GPU.
     bool acquire(std::size_t count, std::size_t slots, Grant& grant) override;
     void release(const Grant& grant) override;
-    void withhold(const Grant& grant) override;
+    // A step that stays (quarantined, or holding a sick GPU) keeps its GPUs
+    // and a CPU of its node: once such steps keep all its CPUs, the node is
+    // lost.
+    bool withhold(const Grant& grant) override;
     // A node whose steps fail to launch: out of the pool.
     bool lose(const Grant& grant) override;
     std::size_t usable() const override;
@@ -36,7 +39,9 @@ private:
         std::string name;
         std::size_t free = 0;
         std::size_t usable = 0;  // less what quarantined steps keep
-        bool lost = false;       // its steps fail to launch
+        std::size_t cpus = 0;    // 0: not known
+        std::size_t kept = 0;    // steps that stay until the run ends
+        bool lost = false;       // its steps fail to launch, or it has no CPU left
     };
     std::vector<Node> nodes_;
 };

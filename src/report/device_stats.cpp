@@ -54,6 +54,8 @@ std::vector<DeviceStats> device_stats(const RunSummary& summary)
     }
     for (int id : summary.sick)
         at({}, id).sick = true;
+    for (const auto& d : summary.sick_on_nodes)
+        at(d.node, d.id).sick = true;
     std::vector<DeviceStats> all;
     all.reserve(by_device.size());
     for (auto& [key, d] : by_device)

@@ -66,10 +66,10 @@ public:
         for (auto* o : observers_)
             o->on_signal(sig);
     }
-    void on_device_sick(int device, const std::string& why, const JobOutput& out) override
+    void on_device_sick(const std::string& node, int device, const std::string& why, const JobOutput& out) override
     {
         for (auto* o : observers_)
-            o->on_device_sick(device, why, out);
+            o->on_device_sick(node, device, why, out);
     }
     void on_waiting(const Job& j, const std::string& what) override
     {

@@ -97,8 +97,15 @@ std::string job_json(const Job& job, const JobResult& r, bool with_node)
             return a;
         };
         o += ",\"attempts\":[";
+        // Under Slurm each try's node, whose GPUs its devices (and sick) are.
+        const auto on_node = [with_node](std::string a, const std::string& node) {
+            if (!with_node)
+                return a;
+            a.pop_back();
+            return a + ",\"node\":" + (node.empty() ? std::string("null") : json_string(node)) + "}";
+        };
         for (const auto& a : r.attempts) {
-            o += attempt(a.status, a.exit_code, a.signal, a.devices, a.start, a.end, a.duration_s);
+            o += on_node(attempt(a.status, a.exit_code, a.signal, a.devices, a.start, a.end, a.duration_s), a.node);
             if (!a.sick.empty()) {
                 // Which of its devices the health check then found sick.
                 o.pop_back();
@@ -110,7 +117,7 @@ std::string job_json(const Job& job, const JobResult& r, bool with_node)
             o += ",";
         }
         const JobStatus last = r.status == JobStatus::flaky ? JobStatus::passed : r.status;
-        o += attempt(last, r.exit_code, r.signal, r.devices, r.start, r.end, r.duration_s) + "]";
+        o += on_node(attempt(last, r.exit_code, r.signal, r.devices, r.start, r.end, r.duration_s), r.node) + "]";
     }
     o += "}";
     return o;

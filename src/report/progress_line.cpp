@@ -51,6 +51,11 @@ std::string format_progress(const Progress& p, std::size_t width)
         tail += std::string(dot) + std::to_string(p.failed) + " failed";
     if (!p.sick.empty())
         tail += std::string(dot) + "sick: " + format_device_range(p.sick);
+    if (!p.sick_on_nodes.empty()) {
+        tail += std::string(dot) + "sick:";
+        for (const auto& name : p.sick_on_nodes)
+            tail += " " + name;
+    }
     if (!p.waiting.empty())
         tail += std::string(dot) + p.waiting;
     tail += std::string(dot) + clock_text(p.elapsed_s);
@@ -270,9 +275,12 @@ void ProgressLine::on_cancel(const Job&, const JobResult&)
     changed();
 }
 
-void ProgressLine::on_device_sick(int device, const std::string&, const JobOutput&)
+void ProgressLine::on_device_sick(const std::string& node, int device, const std::string&, const JobOutput&)
 {
-    state_.sick.insert(std::upper_bound(state_.sick.begin(), state_.sick.end(), device), device);
+    if (!node.empty())
+        state_.sick_on_nodes.push_back(text::printable(node) + ":" + std::to_string(device));
+    else
+        state_.sick.insert(std::upper_bound(state_.sick.begin(), state_.sick.end(), device), device);
     changed();
 }
 

@@ -30,6 +30,7 @@ struct Progress {
     std::vector<std::string> running;  // labels as printable() makes them, in start order
     std::size_t failed = 0;  // failed, timed out or killed
     std::vector<int> sick;   // devices whose health check failed
+    std::vector<std::string> sick_on_nodes;  // under Slurm: "n1:0", in the order they were found
     double elapsed_s = 0;
     std::string stopping;    // why the run is stopping; empty while it goes on
     std::string waiting;     // "a waits for device 0 (held by another run, pid 1234)"
@@ -61,7 +62,7 @@ public:
     void on_finish(const Job&, const JobResult&, const JobOutput&) override;
     void on_cancel(const Job&, const JobResult&) override;
     void on_retry(const Job&, const JobResult&, const JobOutput&) override;
-    void on_device_sick(int device, const std::string&, const JobOutput&) override;
+    void on_device_sick(const std::string& node, int device, const std::string&, const JobOutput&) override;
     void on_stopping(const char* reason) override;
     void on_signal(int sig) override;  // SIGWINCH, SIGCONT: draw again
     void on_waiting(const Job& job, const std::string& what) override;

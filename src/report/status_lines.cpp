@@ -163,8 +163,10 @@ void StatusLines::on_retry(const Job& job, const JobResult& r, const JobOutput&)
     line.replace(word, line.find(' ', word) - word, "RETRY");
     line.pop_back();
     const auto& sick = r.attempts.back().sick;
+    const auto& node = r.attempts.back().node;
     if (!sick.empty())
-        line += " (device" + std::string(sick.size() == 1 ? " " : "s ") + devices_text(sick) +
+        line += " (device" + std::string(sick.size() == 1 ? " " : "s ") +
+                (node.empty() ? std::string() : text::printable(node) + ":") + devices_text(sick) +
                 " failed the health check; running it again on other devices)\n";
     else
         line += " (attempt " + std::to_string(r.attempts.size()) + " of " + std::to_string(tries(job, r)) +
@@ -183,9 +185,11 @@ void StatusLines::on_stopping(const char* reason)
     put(std::string("[pto-par] stopping (") + reason + "): starting nothing more, stopping running jobs\n", true);
 }
 
-void StatusLines::on_device_sick(int device, const std::string& why, const JobOutput& output)
+void StatusLines::on_device_sick(const std::string& node, int device, const std::string& why, const JobOutput& output)
 {
-    std::string text = "[pto-par] SICK device " + std::to_string(device) + ": " + text::printable(why) +
+    const std::string name =
+        node.empty() ? std::to_string(device) : text::printable(node) + ":" + std::to_string(device);
+    std::string text = "[pto-par] SICK device " + name + ": " + text::printable(why) +
                        "; withheld for the rest of the run";
     const auto shown = output.tail(timeout_dump_bytes);
     if (shown.empty()) {
@@ -196,7 +200,7 @@ void StatusLines::on_device_sick(int device, const std::string& why, const JobOu
     text.append(shown);
     if (shown.back() != '\n')
         text += '\n';
-    text += "[pto-par] end of the check of device " + std::to_string(device) + "\n";
+    text += "[pto-par] end of the check of device " + name + "\n";
     put(text);  // see on_start
 }
 

@@ -42,7 +42,7 @@ public:
     void on_status(const StatusReport& report) override;
     void on_waiting(const Job& job, const std::string& what) override;
     void on_notice(const std::string& text) override { note(text); }
-    void on_device_sick(int device, const std::string& why, const JobOutput& output) override;
+    void on_device_sick(const std::string& node, int device, const std::string& why, const JobOutput& output) override;
 
     // Any line of ours, e.g. where the pool came from.
     void note(const std::string& text) const;

@@ -39,6 +39,7 @@ public:
     explicit JobLifecycle(const StopTimes& times) : times_(&times) {}
 
     void set_limit(Clock::time_point at) { limit_ = at; }
+    void clear_limit() { limit_.reset(); }
 
     StopStage stage() const { return stage_; }
     bool timed_out() const { return timed_out_; }

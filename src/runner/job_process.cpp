@@ -151,8 +151,10 @@ bool JobProcess::empty() const
     if (leader_alive())
         return false;
     // The agent says so only once nothing of the job is left on the node;
-    // what remains here is srun's own helper, ending by itself.
-    if (step_ && step_->ended())
+    // what remains here is srun's own helper, ending by itself. A step that
+    // held a sick GPU ends with the run: its srun's group is waited for,
+    // lest its helper outlive the run.
+    if (step_ && step_->ended() && !step_->holding())
         return true;
     if (cgroup_taken_)
         return true;

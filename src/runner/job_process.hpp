@@ -38,6 +38,7 @@ public:
     // A Slurm step: its leader is srun, and it is signalled through scancel.
     void set_step(StepState step) { step_ = std::move(step); }
     const StepState* step() const { return step_ ? &*step_ : nullptr; }
+    StepState* step() { return step_ ? &*step_ : nullptr; }
 
     int output_fd() const { return out_.get(); }
     // Moves what the pipe holds now into output(), at most `max_reads`
@@ -82,6 +83,9 @@ public:
     bool start_reported = false;         // observers have seen it start (a step: once its task runs)
     bool cancelled_pending = false;      // a step stopped before Slurm created it: it never ran
     bool relaunch = false;               // a step its node could not start: to be tried on another
+    // A step that keeps a sick GPU from Slurm until the run's end
+    // (--device-check): no job's any more, though index() is still its job's.
+    bool holding = false;
 
 private:
     void read_step_output(std::size_t chunk, int max_reads, const std::function<void(std::string_view)>& live);

@@ -63,7 +63,8 @@ Run::Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, 
 
 RunSummary Run::take()
 {
-    RunSummary s{std::move(results_), stopped_by_signal_, run_timed_out_, {}, std::move(withheld_), std::move(sick_)};
+    RunSummary s{std::move(results_), stopped_by_signal_, run_timed_out_, {}, std::move(withheld_),
+                 std::move(sick_), std::move(sick_on_nodes_)};
     s.containment = cgroup_ != nullptr ? Containment::cgroup : Containment::process_group;
     return s;
 }
@@ -129,7 +130,7 @@ void Run::report_status()
     if (const auto head = queue_.front(); head && head == waiting_job_ && placement_.waiting())
         report.waiting = jobs_[*head].label + " waits for " + waiting_for_;
     for (const auto& j : set_.jobs())
-        if (!j->is_check()) {
+        if (!j->is_check() && !j->holding) {
             j->output().settle();
             report.running.push_back(
                 {&jobs_[j->index()], &results_[j->index()], seconds(now - j->started()), &j->output()});
@@ -146,6 +147,8 @@ void Run::on_leader_exit(JobProcess& j)
     j.exit_handled = true;
     if (j.is_check())
         return;  // its verdict is taken when nothing of it is left
+    if (j.holding || (j.step() != nullptr && j.step()->holding()))
+        return;  // no job's any more (run_step_health.cpp)
     JobResult& res = results_[j.index()];
     if (j.cancelled_pending) {
         res.status = JobStatus::cancelled;
@@ -153,26 +156,12 @@ void Run::on_leader_exit(JobProcess& j)
     }
     if (j.step() != nullptr && !j.step()->header() && !j.step()->launch_failure().empty()) {
         if (placement_.lose(grants_[j.index()]))
-            notice("node " + grants_[j.index()].node +
-                   " taken out of the pool for the rest of the run: its steps fail to launch (" +
-                   j.step()->launch_failure() + "); its jobs are tried on the other nodes");
+            node_lost(grants_[j.index()], "its steps fail to launch (" + j.step()->launch_failure() + ")");
         j.relaunch = true;
         res.status = JobStatus::cancelled;
         return;
     }
-    const int status = j.wait_status();
-    if (WIFEXITED(status))
-        res.exit_code = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status))
-        res.signal = WTERMSIG(status);
-    if (j.life.timed_out())
-        res.status = JobStatus::timeout;
-    else if (j.life.stopped_by_us())
-        res.status = JobStatus::killed;
-    else if (res.exit_code == 0)
-        res.status = JobStatus::passed;
-    else
-        res.status = JobStatus::failed;
+    take_status(j, j.wait_status());
 
     // A timed-out job's leftovers are stopped when its dump grace ends (a
     // shell leader dies of SIGUSR1 while the test under it prints stacks).
@@ -185,13 +174,31 @@ void Run::on_leader_exit(JobProcess& j)
         stop_all("fail-fast");
 }
 
+// How the job's process ended (`wait_status`) makes its status.
+void Run::take_status(JobProcess& j, int wait_status)
+{
+    JobResult& res = results_[j.index()];
+    if (WIFEXITED(wait_status))
+        res.exit_code = WEXITSTATUS(wait_status);
+    else if (WIFSIGNALED(wait_status))
+        res.signal = WTERMSIG(wait_status);
+    if (j.life.timed_out())
+        res.status = JobStatus::timeout;
+    else if (j.life.stopped_by_us())
+        res.status = JobStatus::killed;
+    else if (res.exit_code == 0)
+        res.status = JobStatus::passed;
+    else
+        res.status = JobStatus::failed;
+}
+
 void Run::read(JobProcess& j, int max_reads)
 {
     // Without anyone to see the bytes as they come, the kernel moves them
     // from the pipe to the spill file (splice) and they never enter here;
     // a Slurm step's first line is pto-par's, and is looked at.
     std::function<void(std::string_view)> live;
-    const bool watched = opt_.observer != nullptr && opt_.output_live && !j.is_check() &&
+    const bool watched = opt_.observer != nullptr && opt_.output_live && !j.is_check() && !j.holding &&
                          (!opt_.output_live_for || opt_.output_live_for(j.index()));
     // Two pointers each: small enough for std::function to keep without an
     // allocation on every read. A step's START comes before the first
@@ -201,7 +208,7 @@ void Run::read(JobProcess& j, int max_reads)
             note_step_start(j);
             opt_.observer->on_output_live(jobs_[j.index()], results_[j.index()], bytes, j.output());
         };
-    else if (j.step() != nullptr)
+    else if (j.step() != nullptr && !j.holding)
         live = [this, &j](std::string_view) { note_step_start(j); };
     JobOutput::Passage passage;
     if (watched && opt_.output_passage && !opt_.keep_output && j.step() == nullptr)
@@ -209,11 +216,17 @@ void Run::read(JobProcess& j, int max_reads)
     j.read_output(read_chunk, max_reads, live, passage);
     if (auto moved = j.output().take_notice())
         notice("job '" + jobs_[j.index()].label + "': " + *moved);
+    if (j.holding)
+        return;
     note_step_start(j);
+    take_verdicts(j);
 }
 
 void Run::finish_ended()
 {
+    for (auto& j : set_.jobs())
+        if (!j->holding && j->step() != nullptr && j->step()->holding())
+            hold(*j);
     std::vector<JobProcess*> ended;
     for (auto& j : set_.jobs())
         if (!j->leader_alive() && j->empty())
@@ -234,6 +247,8 @@ void Run::finish_ended()
         if (ctx_.guardian != nullptr)
             ctx_.guardian->job_ended(j->pid());
         auto done = set_.take(j);
+        if (done->holding)
+            continue;  // its job's report went out when it began to hold
         if (cgroup_ != nullptr)
             if (auto cg = done->take_empty_cgroup())
                 cgroup_->recycle(std::move(*cg));
@@ -267,7 +282,7 @@ void Run::show_live()
     if (opt_.observer == nullptr || !opt_.output_live || !opt_.output_live_for)
         return;
     for (const auto& j : set_.jobs())
-        if (!j->is_check() && opt_.output_live_for(j->index()))
+        if (!j->is_check() && !j->holding && opt_.output_live_for(j->index()))
             opt_.observer->on_output_live(jobs_[j->index()], results_[j->index()], {}, j->output());
 }
 
@@ -306,6 +321,11 @@ void Run::end_try(JobProcess& j)
     throttled_ = false;
     res.end = unix_now();
     res.duration_s = res.end - res.start;
+    // Under Slurm a job that failed with no check after it (its agent was
+    // stopped or killed), or ran out of time, leaves its GPUs in doubt.
+    const bool failed = res.status == JobStatus::failed || res.status == JobStatus::timeout;
+    if (j.step() != nullptr && failed && !j.step()->checked_after_line())
+        distrust(res.node, res.devices);
 }
 
 // What it held is back (or withheld): the job runs again, or its verdict
@@ -341,7 +361,8 @@ void Run::report(JobProcess& j, bool abandoned)
 std::size_t Run::running_jobs() const
 {
     return static_cast<std::size_t>(
-        std::count_if(set_.jobs().begin(), set_.jobs().end(), [](const auto& j) { return !j->is_check(); }));
+        std::count_if(set_.jobs().begin(), set_.jobs().end(),
+                      [](const auto& j) { return !j->is_check() && !j->holding; }));
 }
 
 Expected<void> Run::loop()
@@ -349,8 +370,12 @@ Expected<void> Run::loop()
     check_all_devices();
     for (;;) {
         start_ready();
-        if (set_.empty() && (stopping_ || queue_.empty()))
-            break;
+        const bool idle = std::all_of(set_.jobs().begin(), set_.jobs().end(), [](const auto& j) { return j->holding; });
+        if (idle && (stopping_ || queue_.empty())) {
+            if (set_.empty())
+                break;
+            release_holders();
+        }
 
         auto what = set_.wait(poll_timeout_ms(Clock::now()));
         if (!what)

@@ -5,6 +5,7 @@
 // is ProcessSet::wait, whose timeout is the next deadline.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -49,6 +50,9 @@ private:
     void read(JobProcess& j, int max_reads);
     void stop_all(const char* reason);
     void stop(JobProcess& j);
+    bool was_created(JobProcess& j);
+    void node_lost(const placement::Grant& grant, const std::string& why);
+    void withhold_step(const placement::Grant& grant);
     void check_deadlines(Clock::time_point now);
     void deliver_dump(JobProcess& j);
     void quarantine(JobProcess& j);
@@ -70,6 +74,13 @@ private:
     void check_ended(JobProcess& check, const std::string& could_not_stop);
     void settle(std::size_t batch, int id, const std::string& why, const JobOutput& output);
     void verdict(std::size_t batch);
+    // Health checks in Slurm steps (run_step_health.cpp).
+    std::string trusted_on(const std::string& node) const;
+    void distrust(const std::string& node, const std::vector<int>& gpus);
+    void take_verdicts(JobProcess& j);
+    void hold(JobProcess& j);
+    void release_holders();
+    void take_status(JobProcess& j, int wait_status);
     bool will_retry(std::size_t index) const;
     void retry(std::size_t index, const JobOutput& output, std::vector<int> sick = {});
     int poll_timeout_ms(Clock::time_point now) const;
@@ -104,8 +115,15 @@ private:
     std::vector<int> sick_;
     std::vector<int> unchecked_;  // leased by another run when the checks began
     std::vector<bool> sick_retried_;  // per job: it ran again once for a sick device
+    // Under Slurm, per node: the GPUs checked and not failed on since, in order.
+    std::map<std::string, std::vector<int>, std::less<>> trusted_;
+    std::vector<NodeDevice> sick_on_nodes_;
     std::optional<Escapees> escapees_;
     std::size_t launches_ = 0;
+    std::size_t steps_launched_ = 0;
+    // The steps Slurm had created when last asked (squeue -s), and when.
+    std::vector<std::string> created_;
+    Clock::time_point created_at_{};
     Clock::time_point began_;
     std::optional<Clock::time_point> run_deadline_;
     bool run_timed_out_ = false;

@@ -155,11 +155,11 @@ void Run::settle(std::size_t batch, int id, const std::string& why, const JobOut
     if (why.empty()) {
         placement_.release(*piece);
     } else {
-        placement_.withhold(*piece);
+        (void)placement_.withhold(*piece);  // false: a local pool has no CPUs to run out of
         b.sick.push_back(id);
         sick_.insert(std::upper_bound(sick_.begin(), sick_.end(), id), id);
         if (opt_.observer != nullptr)
-            opt_.observer->on_device_sick(id, why, output);
+            opt_.observer->on_device_sick({}, id, why, output);
     }
     if (--b.pending == 0)
         verdict(batch);

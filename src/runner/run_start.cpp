@@ -109,6 +109,8 @@ void Run::backfill(std::size_t head)
     const auto now = Clock::now();
     std::vector<queue::RunningEnd> ends;
     for (const auto& j : set_.jobs()) {
+        if (j->holding)
+            continue;  // no job's: its GPUs are withheld
         if (j->is_check())
             return;  // a check's end, and its verdict, history cannot tell
         const auto& expected = jobs_[j->index()].expected_s;
@@ -211,8 +213,13 @@ bool Run::start(std::size_t index, placement::Grant grant)
         fail_to_start(index, std::move(grant), spec.error());
         return true;
     }
-    if (!grant.node.empty())
-        spec->argv = step_argv(*opt_.slurm, grant.node, job.device_count, spec->argv);
+    std::string step;
+    if (!grant.node.empty()) {
+        step = step_name(++steps_launched_);
+        spec->argv = step_argv(*opt_.slurm, grant.node, job.device_count, step, spec->argv);
+        if (opt_.slurm->device_check)
+            spec->env.push_back(trusted_on(grant.node));
+    }
     auto output = opt_.whole_output || opt_.keep_output
                       ? JobOutput::reserve(opt_.spill_place, opt_.output_memory_limit)
                       : Expected<JobOutput>(JobOutput::tail_only(opt_.output_memory_limit));
@@ -232,20 +239,19 @@ bool Run::start(std::size_t index, placement::Grant grant)
     res.ports = grant.ports;
     res.start = unix_now();
     res.pid = (*j)->pid();
-    const bool step = !grant.node.empty();
-    if (step) {
+    if (!step.empty()) {
         // It starts when its task runs: until then it waits for Slurm.
         res.node = grant.node;
-        (*j)->set_step(StepState(grant.node, step_control_));
+        (*j)->set_step(StepState(grant.node, step_control_, step));
     }
     grants_[index] = std::move(grant);
-    if (!step) {
+    if (step.empty()) {
         if (const auto limit = job.timeout_s ? job.timeout_s : opt_.job_timeout_s)
             (*j)->life.set_limit((*j)->started() + to_duration(*limit));
         (*j)->start_reported = true;
     }
     set_.add(std::move(*j));
-    if (!step && opt_.observer != nullptr)
+    if (step.empty() && opt_.observer != nullptr)
         opt_.observer->on_start(job, res);
     return true;
 }

@@ -34,9 +34,15 @@ void Run::stop(JobProcess& j)
     // A step Slurm has not created yet never ran: srun is killed (its helper
     // cancels the pending step) and the job is cancelled, at once. Its
     // header may be in the pipe already, unread: looked at first.
-    if (j.step() != nullptr && !j.start_reported)
+    if (j.step() != nullptr && !j.start_reported && !j.holding)
         read(j, 0);
-    if (j.step() != nullptr && !j.start_reported) {
+    if (j.holding || (j.step() != nullptr && j.step()->holding())) {
+        // It lets its GPUs go at SIGTERM (a step that is about to hold
+        // them too: its job's end is taken when the loop looks next).
+        j.life.stop(j, Clock::now(), force_kill_);
+        return;
+    }
+    if (j.step() != nullptr && !j.start_reported && !j.step()->created() && (j.cancelled_pending || !was_created(j))) {
         if (j.life.stage() == StopStage::none || j.life.stage() == StopStage::terminating) {
             j.cancelled_pending = true;
             j.life.stop(j, Clock::now(), true);
@@ -44,6 +50,54 @@ void Run::stop(JobProcess& j)
         return;
     }
     j.life.stop(j, Clock::now(), force_kill_);
+}
+
+// Whether Slurm has created the step of `j` though its header has not come
+// (srun passes the task's output on late): its line may run, so it is
+// stopped as a running step. squeue is asked once for all the steps one
+// stop looks at, in the loop (tens of milliseconds, at most two seconds);
+// when it cannot say, the step is taken for a pending one, as before.
+bool Run::was_created(JobProcess& j)
+{
+    const auto now = Clock::now();
+    if (created_at_ == Clock::time_point{} || now - created_at_ > std::chrono::milliseconds(200)) {
+        auto steps = created_steps(*opt_.slurm, ctx_);
+        created_ = steps ? std::move(*steps) : std::vector<std::string>();
+        created_at_ = now;
+    }
+    const std::string suffix = " " + j.step()->name();
+    for (const auto& line : created_)
+        if (line.ends_with(suffix)) {
+            j.step()->set_created(line.substr(0, line.size() - suffix.size()));
+            return true;
+        }
+    return false;
+}
+
+// The node of `grant` can start no job any more (`why`): said once, and the
+// steps still waiting for Slurm there, which never ran, go to other nodes.
+void Run::node_lost(const placement::Grant& grant, const std::string& why)
+{
+    notice("node " + grant.node + " taken out of the pool for the rest of the run: " + why +
+           "; its jobs are tried on the other nodes");
+    for (auto& j : set_.jobs()) {
+        const bool waiting = j->step() != nullptr && !j->holding && !j->step()->holding() && !j->start_reported &&
+                             !j->step()->created() && j->life.stage() == StopStage::none;
+        if (waiting && grants_[j->index()].node_index == grant.node_index && !was_created(*j)) {
+            j->relaunch = true;
+            j->cancelled_pending = true;
+            j->life.stop(*j, Clock::now(), true);
+        }
+    }
+}
+
+// A step that stays until the run ends (holding a sick GPU, or past
+// stopping) keeps its GPUs and a CPU of its node.
+void Run::withhold_step(const placement::Grant& grant)
+{
+    if (placement_.withhold(grant))
+        node_lost(grant, "the steps that stay there until the run ends (holding a sick GPU, or that could not be "
+                         "stopped) keep all its CPUs");
 }
 
 void Run::deliver_dump(JobProcess& j)
@@ -60,6 +114,13 @@ void Run::deliver_dump(JobProcess& j)
 void Run::quarantine(JobProcess& j)
 {
     j.life.abandon();
+    if (j.holding) {
+        const std::string what = describe_processes(j.members());
+        notice("a step holding a sick GPU on node " + j.step()->node() + " could not be stopped (" +
+               (what.empty() ? std::string("srun") : what) + ")");
+        abandoned_.push_back(set_.take(&j));
+        return;
+    }
     if (j.is_check()) {
         const std::string what = describe_processes(j.members());
         auto check = set_.take(&j);
@@ -77,7 +138,10 @@ void Run::quarantine(JobProcess& j)
                 (devices.empty() ? std::string("none") : format_device_range(devices)) +
                 " withheld for the rest of the run";
     notice("job '" + jobs_[j.index()].label + "' " + res.error);
-    placement_.withhold(grants_[j.index()]);
+    if (j.step() != nullptr)
+        withhold_step(grants_[j.index()]);
+    else
+        (void)placement_.withhold(grants_[j.index()]);  // false: a local pool has no CPUs to run out of
     withheld_.insert(withheld_.end(), devices.begin(), devices.end());
     std::sort(withheld_.begin(), withheld_.end());
     read(j, 0);
@@ -109,6 +173,8 @@ std::string Run::why_unusable() const
     if (!sick_.empty())
         why += std::string(why.empty() ? "" : "; ") + (sick_.size() == 1 ? "device " : "devices ") +
                format_device_range(sick_) + " sick";
+    for (const auto& d : sick_on_nodes_)
+        why += std::string(why.empty() ? "" : "; ") + "GPU " + d.node + ":" + std::to_string(d.id) + " sick";
     return why;
 }
 
@@ -122,7 +188,7 @@ void Run::check_deadlines(Clock::time_point now)
                 opt_.observer->on_stopping("the run's time limit");
         }
         for (auto& j : set_.jobs()) {
-            if (j->is_check()) {
+            if (j->is_check() || j->holding) {
                 j->life.set_stopped_by_us(true);
                 stop(*j);
             } else if (j->leader_alive() && j->life.stage() == StopStage::none && !j->life.timed_out()) {

@@ -7,8 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 
 #include "common/signal_names.hpp"
+#include "runner/clock.hpp"
+#include "slurm/step_checks.hpp"
 
 namespace pto::runner {
 namespace {
@@ -26,7 +30,22 @@ constexpr std::string_view slurm_prefixes[] = {"srun: ", "slurmstepd"};
 constexpr std::string_view launch_failure_prefix = "srun: error: Task launch for StepId=";
 
 // A partial line longer than this is the job's, whatever it starts with.
-constexpr std::size_t longest_frame = 4096;
+constexpr std::size_t longest_frame = slurm::longest_frame;
+
+// The agent's frames: a line that starts with one of these is pto-par's.
+constexpr std::string_view frame_markers[] = {slurm::step_header_marker, slurm::step_end_marker,
+                                              slurm::step_check_marker, slurm::step_hold_marker};
+
+// Whether `rest`, the start of a line not yet whole, may still be a frame.
+bool may_be_frame(std::string_view rest)
+{
+    if (rest.size() > longest_frame)
+        return false;
+    for (const auto marker : frame_markers)
+        if (rest.size() < marker.size() ? marker.starts_with(rest) : rest.starts_with(marker))
+            return true;
+    return false;
+}
 
 }  // namespace
 
@@ -79,9 +98,9 @@ std::string_view StepState::filter(std::string_view bytes)
         const auto nl = pending_.find('\n', from);
         const std::string_view rest = std::string_view(pending_).substr(from);
         if (nl == std::string::npos) {
-            // A partial line that may still grow into the header waits;
+            // A partial line that may still grow into a frame waits;
             // anything else is output now.
-            if (!marker.starts_with(rest.substr(0, marker.size())) || rest.size() > 4096) {
+            if (!may_be_frame(rest)) {
                 passed_.append(rest);
                 from = pending_.size();
             }
@@ -89,6 +108,13 @@ std::string_view StepState::filter(std::string_view bytes)
         }
         const std::string_view line = std::string_view(pending_).substr(from, nl - from);
         from = nl + 1;
+        // The checks before the line: their verdicts, then the header, or
+        // the hold frame when one failed (the line never runs).
+        if (line.starts_with(slurm::step_check_marker) || line.starts_with(slurm::step_hold_marker)) {
+            take_frame(line);
+            header_done_ = holding();
+            continue;
+        }
         if (!line.starts_with(marker)) {
             if (launch_failure_.empty() && line.starts_with(launch_failure_prefix))
                 launch_failure_ = line;
@@ -107,7 +133,28 @@ std::string_view StepState::filter(std::string_view bytes)
         return passed_;
     }
     pending_.erase(0, from);
+    if (header_done_)
+        filter_body();
     return passed_;
+}
+
+// A check or hold frame, whole, without its newline.
+void StepState::take_frame(std::string_view line)
+{
+    if (line.starts_with(slurm::step_hold_marker)) {
+        id_ = line.substr(slurm::step_hold_marker.size());
+        holding_ = true;
+        return;
+    }
+    auto parsed = slurm::parse_check_frame(line.substr(slurm::step_check_marker.size()));
+    if (!parsed) {
+        passed_.append("pto-par: " + parsed.error().message + "\n");
+        return;
+    }
+    checked_after_line_ = header_.has_value();
+    if (!parsed->why.empty())
+        sick_.push_back(parsed->gpu);
+    verdicts_.push_back(std::move(*parsed));
 }
 
 // After the header: the job's bytes, Slurm's own lines (to notices) and the
@@ -127,7 +174,9 @@ void StepState::filter_body()
             }
             const auto nl = rest.find('\n');
             if (slurm_line && nl != std::string_view::npos) {
-                if (control_->notice)
+                // A holding step's are of its release at the run's end
+                // ("STEP 6.2 ON n2 CANCELLED"): nothing to tell.
+                if (control_->notice && !holding())
                     control_->notice(node_ + ": " + std::string(rest.substr(0, nl)));
                 from += nl + 1;
                 continue;
@@ -148,21 +197,26 @@ void StepState::filter_body()
             from += stop + 1;
             continue;
         }
-        // A frame mark: the end frame, or a job's own control byte.
+        // A frame mark: the agent's frame (the end, or the checks after a
+        // line that failed), or a job's own control byte.
         passed_.append(rest.substr(0, stop));
         from += stop;
         const std::string_view frame = rest.substr(stop);
         const auto nl = frame.find('\n');
-        const bool maybe_end = frame.size() < end_marker.size() ? end_marker.starts_with(frame)
-                                                                 : frame.starts_with(end_marker);
-        if (maybe_end && nl == std::string_view::npos && frame.size() <= longest_frame)
+        const bool maybe_frame = may_be_frame(frame.substr(0, nl));
+        if (maybe_frame && nl == std::string_view::npos)
             break;  // the rest of the frame is still to come
-        if (maybe_end && nl != std::string_view::npos) {
+        if (maybe_frame && frame.starts_with(end_marker)) {
             auto parsed = slurm::parse_step_end(frame.substr(end_marker.size(), nl - end_marker.size()));
             if (parsed)
                 end_ = *parsed;
             else
                 passed_.append("pto-par: " + parsed.error().message + "\n");
+            from += nl + 1;
+            continue;
+        }
+        if (maybe_frame && !frame.starts_with(slurm::step_header_marker)) {
+            take_frame(frame.substr(0, nl));
             from += nl + 1;
             continue;
         }
@@ -190,13 +244,18 @@ std::optional<int> StepState::wait_status(int srun_status) const
     return std::nullopt;
 }
 
+std::vector<slurm::CheckVerdict> StepState::take_verdicts()
+{
+    return std::exchange(verdicts_, {});
+}
+
 void StepState::signal(int sig, pid_t srun_pid) const
 {
-    if (header_) {
+    if (created()) {
         // --ctld: Slurm 22.05's scancel otherwise signals every node of the
         // allocation and exits 225 for those the step is not on.
         control_->helpers->spawn({control_->scancel, "--ctld", "--signal=" + signal_name(sig).substr(3),
-                                 header_->step});
+                                 header_ ? header_->step : id_});
         return;
     }
     if (sig == SIGTERM || sig == SIGKILL)
@@ -204,7 +263,7 @@ void StepState::signal(int sig, pid_t srun_pid) const
 }
 
 std::vector<std::string> step_argv(const SlurmOptions& slurm, const std::string& node, std::size_t gpus,
-                                   const std::vector<std::string>& argv)
+                                   const std::string& name, const std::vector<std::string>& argv)
 {
     // --exact: the step takes only what it asks for, so steps share the
     // node. --gres=none for a job without devices: a step otherwise gets
@@ -217,9 +276,57 @@ std::vector<std::string> step_argv(const SlurmOptions& slurm, const std::string&
                                  "-n1",
                                  "-w",
                                  node,
-                                 gpus == 0 ? std::string("--gres=none") : "--gres=gpu:" + std::to_string(gpus)};
+                                 gpus == 0 ? std::string("--gres=none") : "--gres=gpu:" + std::to_string(gpus),
+                                 "-J",
+                                 name};
     out.insert(out.end(), argv.begin(), argv.end());
     return out;
+}
+
+std::string step_name(std::size_t launch)
+{
+    return "pto-par." + std::to_string(getpid()) + "." + std::to_string(launch);
+}
+
+Expected<std::vector<std::string>> created_steps(const SlurmOptions& slurm, const LaunchContext& ctx)
+{
+    LaunchSpec spec;
+    spec.argv = {slurm.squeue, "-h", "-s", "-o", "%i %j"};
+    if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr && *job != '\0')
+        spec.argv.insert(spec.argv.end(), {"-j", job});
+    auto child = launch(spec, ctx);
+    if (!child)
+        return tl::unexpected(child.error());
+    std::string text;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(helper_wait_ms);
+    for (;;) {
+        char buf[4096];
+        const ssize_t n = read(child->output.get(), buf, sizeof buf);
+        if (n > 0) {
+            text.append(buf, static_cast<std::size_t>(n));
+            continue;
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            break;
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0)
+            break;  // squeue hangs (slurmctld gone): what it said so far
+        pollfd p{child->output.get(), POLLIN, 0};
+        (void)poll(&p, 1, static_cast<int>(left));  // a timeout or EINTR: the loop looks again
+    }
+    (void)kill(child->pid, SIGKILL);  // ESRCH: it has ended, as it should have
+    int status = 0;
+    while (waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return fail("squeue -s failed");
+    std::vector<std::string> steps;
+    for (std::size_t from = 0; from < text.size();) {
+        const auto nl = std::min(text.find('\n', from), text.size());
+        steps.push_back(text.substr(from, nl - from));
+        from = nl + 1;
+    }
+    return steps;
 }
 
 }  // namespace pto::runner

@@ -17,6 +17,7 @@
 
 #include "runner/launcher.hpp"
 #include "slurm/allocation.hpp"
+#include "slurm/step_checks.hpp"
 
 namespace pto::runner {
 
@@ -49,9 +50,14 @@ struct StepControl {
 // Where one step stands, as its output has told so far.
 class StepState {
 public:
-    StepState(std::string node, const StepControl& control) : node_(std::move(node)), control_(&control) {}
+    // `name`: its srun's -J (step_name), by which squeue finds it.
+    StepState(std::string node, const StepControl& control, std::string name = {})
+        : node_(std::move(node)), name_(std::move(name)), control_(&control)
+    {
+    }
 
     const std::string& node() const { return node_; }
+    const std::string& name() const { return name_; }
     // Set once the task runs and has said where and with what.
     const std::optional<slurm::StepHeader>& header() const { return header_; }
 
@@ -69,6 +75,21 @@ public:
     // (`srun_status`) tells of a task killed by a signal; nothing when srun's
     // is all there is.
     std::optional<int> wait_status(int srun_status) const;
+    // The agent's verdicts on the step's GPUs (--device-check) that came
+    // since the last call.
+    std::vector<slurm::CheckVerdict> take_verdicts();
+    // A check failed: the step keeps its GPUs from Slurm until it gets
+    // SIGTERM (before the header: its line never ran).
+    bool holding() const { return holding_; }
+    // Slurm created the step (squeue lists it under its name) though its
+    // header has not come: it is stopped as a running one, through `id`.
+    void set_created(std::string id) { id_ = std::move(id); }
+    bool created() const { return header_.has_value() || !id_.empty(); }
+    // Verdicts came after the header: the agent checked the GPUs after
+    // the line failed.
+    bool checked_after_line() const { return checked_after_line_; }
+    // The GPUs its checks found sick.
+    const std::vector<int>& sick() const { return sick_; }
     // At EOF: a partial line still held back, as output.
     std::string take_pending();
 
@@ -80,21 +101,37 @@ public:
 
 private:
     std::string node_;
+    std::string name_;
     const StepControl* control_;
     void filter_body();
+    void take_frame(std::string_view line);
 
     std::optional<slurm::StepHeader> header_;
     std::optional<slurm::StepEnd> end_;
     std::string launch_failure_;
+    std::vector<slurm::CheckVerdict> verdicts_;
+    std::vector<int> sick_;
+    std::string id_;  // JOB.STEP from the hold frame or squeue, before (or without) a header
+    bool holding_ = false;
+    bool checked_after_line_ = false;
     bool header_done_ = false;  // the header came, or never will
     bool at_line_start_ = true;  // of the job's output, after the header
     std::string pending_;       // a partial line, while the header may still come
     std::string passed_;        // what filter() returns, kept alive here
 };
 
-// srun --exact -N1 -n1 -w NODE --gres=gpu:N ... before `argv`, which is
-// the agent (`pto-par --slurm-step ...`).
+// srun --exact -N1 -n1 -w NODE --gres=gpu:N -J NAME ... before `argv`,
+// which is the agent (`pto-par --slurm-step ...`).
 std::vector<std::string> step_argv(const SlurmOptions& slurm, const std::string& node, std::size_t gpus,
-                                   const std::vector<std::string>& argv);
+                                   const std::string& name, const std::vector<std::string>& argv);
+
+// A name for the step of a job's `launch`th srun in this run, unique in the
+// allocation: "pto-par.PID.N".
+std::string step_name(std::size_t launch);
+
+// The steps of the allocation Slurm has created now, "JOB.STEP NAME" each,
+// from `squeue -s` (run to its end: a stop waits for it, once for all its
+// steps).
+Expected<std::vector<std::string>> created_steps(const SlurmOptions& slurm, const LaunchContext& ctx);
 
 }  // namespace pto::runner

@@ -148,8 +148,11 @@ Expected<std::vector<NodeDevices>> parse_job_details(std::string_view text)
         auto ids = gpu_ids(field(line, "GRES="));
         if (!ids)
             return tl::unexpected(ids.error());
+        auto cpus = parse_device_range(field(line, "CPU_IDs="));
+        if (!cpus)
+            return fail("CPU_IDs '" + std::string(field(line, "CPU_IDs=")) + "': " + cpus.error().message);
         for (auto& name : *names)
-            nodes.push_back({std::move(name), *ids});
+            nodes.push_back({std::move(name), *ids, cpus->size()});
     }
     if (nodes.empty())
         return fail("no node lines (Nodes=... CPU_IDs=...) in the job's details");

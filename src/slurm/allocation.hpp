@@ -13,6 +13,7 @@ namespace pto::slurm {
 struct NodeDevices {
     std::string name;      // as Slurm names it (SLURMD_NODENAME), never a host name
     std::vector<int> ids;  // the GPU indices the allocation holds on it, ascending
+    std::size_t cpus = 0;  // how many CPUs it holds there (CPU_IDs)
 };
 
 // "n[1-3,7],gpu-a[01-02]" -> n1 n2 n3 n7 gpu-a01 gpu-a02 (zero padding kept).

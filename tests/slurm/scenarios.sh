@@ -11,7 +11,7 @@ shift
 # node_down last: it kills a slurmd, and the scenarios of one invocation
 # share a cluster.
 all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover grace escape stubborn
-     verdicts clean pending scancel node_down)
+     verdicts clean pending scancel sick sick_retry sick_timeout sick_hang sick_cpu late_header node_down)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -366,6 +366,158 @@ for j in r:
         assert j["start"] is None and j["signal"] is None and j["node"] is None, j
 PY
     ((SECONDS - t0 < 15)) || fail "took $((SECONDS - t0)) s"
+}
+
+# A step whose line runs but whose header srun has not passed on yet (an
+# srun in front of the real one holds its output back two seconds, and ends
+# once it is passed on) is no pending step at a stop: its line gets SIGTERM,
+# and it is killed, not cancelled.
+scenario_late_header() {
+    mkdir -p "$work/bin"
+    cat >"$work/bin/srun" <<WRAP
+#!/bin/bash
+$(command -v srun) "\$@" | { sleep 2; exec cat; }
+exit \${PIPESTATUS[0]}
+WRAP
+    chmod +x "$work/bin/srun"
+    echo "@label=late trap 'echo got TERM >$work/late.term; exit 143' TERM; touch $work/late.started; sleep 2341 & wait" \
+        >"$work/late.cmds"
+    PATH=$work/bin:$PATH in_allocation bash -c '
+        "$1" --launcher slurm --json "$3.json" "$2" >"$3.out" 2>"$3.err" & pid=$!
+        for _ in $(seq 200); do [ -e "$3.started" ] && break; sleep 0.05; done
+        kill -INT $pid; wait $pid' inner "$pto_par" "$work/late.cmds" "$work/late"
+    local rc=$?
+    [ $rc = 130 ] || fail "exit $rc, 130 expected: $(cat "$work/late.err")"
+    [ -e "$work/late.term" ] || fail "the line did not get SIGTERM: $(cat "$work/late.err")"
+    python3 - "$work/late.json" <<'PY' || fail "$(cat "$work/late.json" "$work/late.err")"
+import json, sys
+r = [j for j in map(json.loads, open(sys.argv[1])) if "record" not in j]
+assert r[0]["status"] == "killed" and r[0]["exit_code"] == 143, r
+PY
+}
+
+# A GPU whose health check fails (n2:1, by a marker file the check looks
+# for) is found before any job runs on it: named once, held by the step that
+# found it until the run ends, and every job passes on the others.
+scenario_sick() {
+    local log=$work/sick.log
+    : >"$log"
+    touch "$work/sick.n2.1"
+    for i in $(seq 10); do echo "${record//\{SLEEP\}/0.$((i % 3 + 3))}$log"; done >"$work/sick.cmds"
+    local check="if [ -e $work/sick.\$SLURMD_NODENAME.{devices} ]; then echo bad gpu \$PTO_PAR_DEVICES; exit 1; fi"
+    in_allocation "$pto_par" --launcher slurm -j 4 --device-check "$check" \
+        --json "$work/sick.json" --junit "$work/sick.xml" "$work/sick.cmds" >"$work/sick.out" 2>"$work/sick.err" ||
+        fail "exit $? $(cat "$work/sick.err")"
+    [ "$(wc -l <"$log")" = 10 ] || fail "10 records expected, got $(wc -l <"$log"): $(cat "$work/sick.err")"
+    grep -q '^n2 1 ' "$log" && fail "a job ran on the sick GPU: $(cat "$log")"
+    [ "$(grep -c 'SICK device n2:1' "$work/sick.err")" = 1 ] || fail "not said once: $(cat "$work/sick.err")"
+    grep 'SICK' "$work/sick.err" | grep -qv 'n2:1' && fail "a healthy GPU said sick: $(cat "$work/sick.err")"
+    grep -q 'device n2:1: .*sick' "$work/sick.err" || fail "no device line: $(cat "$work/sick.err")"
+    [ "$(grep -c '^bad gpu 1$' "$work/sick.err")" = 1 ] || fail "the check's words: $(cat "$work/sick.err")"
+    grep -q 'bad gpu' "$work/sick.out" && fail "the check's words in the jobs' output"
+    grep 'left their job' "$work/sick.err" && fail "srun's own processes taken for escapees"
+    grep -q '<property name="device.n2:1.sick" value="true"/>' "$work/sick.xml" || fail "JUnit: $(cat "$work/sick.xml")"
+    python3 - "$work/sick.json" <<'PY' || fail "$(cat "$work/sick.json")"
+import json, sys
+rows = list(map(json.loads, open(sys.argv[1])))
+jobs = [r for r in rows if "record" not in r]
+assert len(jobs) == 10 and all(j["status"] == "passed" for j in jobs), jobs
+assert not any(j["node"] == "n2" and 1 in j["devices"] for j in jobs), jobs
+assert all(not j.get("attempts") for j in jobs), jobs  # a job that met the sick GPU never ran there
+dev = {(d["node"], d["device"]): d for d in rows if d.get("record") == "device"}
+assert dev[("n2", 1)]["sick"] is True and dev[("n2", 1)]["jobs"] == 0, dev
+assert not any(d["sick"] for k, d in dev.items() if k != ("n2", 1)), dev
+PY
+}
+
+# A job fails on a GPU whose check then fails: the step checks it at once,
+# holds it, and the job runs again on another GPU (a RETRY naming the sick
+# one) and passes.
+scenario_sick_retry() {
+    cat >"$work/sr.cmds" <<CMDS
+@label=once [ -e $work/sr.tried ] || { touch $work/sr.tried $work/sr.bad.\$SLURMD_NODENAME.\$PTO_PAR_DEVICES; exit 3; }; \
+echo second on \$SLURMD_NODENAME:\$PTO_PAR_DEVICES
+@label=other sleep 0.5
+CMDS
+    in_allocation "$pto_par" --launcher slurm -j 2 \
+        --device-check "test ! -e $work/sr.bad.\$SLURMD_NODENAME.\$PTO_PAR_DEVICES" \
+        --json "$work/sr.json" "$work/sr.cmds" >"$work/sr.out" 2>"$work/sr.err" ||
+        fail "exit $? $(cat "$work/sr.err")"
+    local bad
+    bad=$(cd "$work" && ls sr.bad.* 2>/dev/null | sed 's/^sr\.bad\.//; s/\./:/')
+    [ -n "$bad" ] || fail "the job did not fail once: $(cat "$work/sr.err")"
+    grep -q "RETRY once .*device $bad failed the health check" "$work/sr.err" ||
+        fail "RETRY $bad: $(cat "$work/sr.err")"
+    [ "$(grep -c "SICK device $bad" "$work/sr.err")" = 1 ] || fail "SICK $bad not said once: $(cat "$work/sr.err")"
+    grep -q '^second on ' "$work/sr.out" || fail "$(cat "$work/sr.out" "$work/sr.err")"
+    grep -q "^second on $bad\$" "$work/sr.out" && fail "ran again on the sick GPU"
+    python3 - "$work/sr.json" "$bad" <<'PY' || fail "$(cat "$work/sr.json")"
+import json, sys
+rows = list(map(json.loads, open(sys.argv[1])))
+node, gpu = sys.argv[2].split(":")
+r = {j["label"]: j for j in rows if "record" not in j}
+once = r["once"]
+assert once["status"] == "passed", once
+first = once["attempts"][0]
+assert first["status"] == "failed" and first["sick"] == [int(gpu)] and first["node"] == node, once
+dev = {(d["node"], d["device"]): d for d in rows if d.get("record") == "device"}
+assert dev[(node, int(gpu))]["sick"] and dev[(node, int(gpu))]["failed"] == 1, dev
+PY
+}
+
+# A check that hangs (on n1:0) is stopped at --device-check-timeout, with
+# what it started, and the GPU is sick; a job of two GPUs never gets n1.
+scenario_sick_hang() {
+    touch "$work/hang.n1.0"
+    for i in 1 2 3 4; do echo "@label=j$i echo ran on \$SLURMD_NODENAME:\$PTO_PAR_DEVICES"; done >"$work/hang.cmds"
+    echo "@2,label=pair echo pair on \$SLURMD_NODENAME" >>"$work/hang.cmds"
+    in_allocation "$pto_par" --launcher slurm -j 4 --device-check-timeout 1 \
+        --device-check "if [ -e $work/hang.\$SLURMD_NODENAME.{devices} ]; then sleep 2332 & wait; fi" \
+        "$work/hang.cmds" >"$work/hang.out" 2>"$work/hang.err" || fail "exit $? $(cat "$work/hang.err")"
+    grep -q '^ran on n1:0$' "$work/hang.out" && fail "a job ran on the sick GPU: $(cat "$work/hang.out")"
+    [ "$(grep -c '^ran on' "$work/hang.out")" = 4 ] || fail "$(cat "$work/hang.out" "$work/hang.err")"
+    grep -q '^pair on n2$' "$work/hang.out" || fail "the pair: $(cat "$work/hang.out" "$work/hang.err")"
+    grep -q 'SICK device n1:0: its check ran past --device-check-timeout (1s)' "$work/hang.err" ||
+        fail "$(cat "$work/hang.err")"
+}
+
+# One CPU per node: the step that holds a sick GPU (n1:0) keeps the only CPU
+# of n1, so no step can start there any more. n1 is taken out of the pool,
+# said once, and a job already waiting there for Slurm runs on n2.
+scenario_sick_cpu() {
+    touch "$work/cpu.n1.0"
+    for i in 1 2 3 4; do echo "@label=j$i echo ran on \$SLURMD_NODENAME:\$PTO_PAR_DEVICES"; done >"$work/cpu.cmds"
+    tasks=1 in_allocation timeout 60 "$pto_par" --launcher slurm -j 4 \
+        --device-check "test ! -e $work/cpu.\$SLURMD_NODENAME.{devices}" \
+        "$work/cpu.cmds" >"$work/cpu.out" 2>"$work/cpu.err"
+    local rc=$?
+    [ $rc = 0 ] || fail "exit $rc, 0 expected: $(cat "$work/cpu.err")"
+    [ "$(grep -c '^ran on' "$work/cpu.out")" = 4 ] || fail "$(cat "$work/cpu.out" "$work/cpu.err")"
+    grep -q '^ran on n1:0$' "$work/cpu.out" && fail "a job ran on the sick GPU"
+    [ "$(grep -c 'node n1 taken out' "$work/cpu.err")" = 1 ] || fail "not said once: $(cat "$work/cpu.err")"
+    grep 'left their job' "$work/cpu.err" && fail "srun's own processes taken for escapees"
+}
+
+# A job that ran out of time leaves its GPU in doubt: the next step that
+# gets it checks it first (a job that passed does not), one at a time here,
+# so all three land on the same GPU.
+scenario_sick_timeout() {
+    : >"$work/st.checks"
+    cat >"$work/st.cmds" <<CMDS
+@label=first,timeout=1 echo \$SLURMD_NODENAME:\$PTO_PAR_DEVICES >$work/st.first; sleep 2331
+@label=second echo \$SLURMD_NODENAME:\$PTO_PAR_DEVICES >$work/st.second
+@label=third echo \$SLURMD_NODENAME:\$PTO_PAR_DEVICES >$work/st.third
+CMDS
+    in_allocation "$pto_par" --launcher slurm -j 1 --device-check "echo \$SLURMD_NODENAME:{devices} >>$work/st.checks" \
+        "$work/st.cmds" >"$work/st.out" 2>"$work/st.err"
+    local rc=$? gpu
+    [ $rc = 1 ] || fail "exit $rc, 1 expected: $(cat "$work/st.err")"
+    gpu=$(cat "$work/st.first")
+    if [ "$(cat "$work/st.second" "$work/st.third" | sort -u)" != "$gpu" ]; then
+        echo "  (Slurm gave the jobs different GPUs: $(cat "$work/st.first" "$work/st.second" "$work/st.third"))"
+        return
+    fi
+    [ "$(grep -c "^$gpu\$" "$work/st.checks")" = 2 ] || fail "checks of $gpu: $(cat "$work/st.checks")"
 }
 
 # A node whose slurmd is gone: its steps fail to launch; it is taken out of

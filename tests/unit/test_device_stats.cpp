@@ -121,6 +121,23 @@ TEST_CASE("a sick device is listed and seen as failing, even when no job ran on 
     CHECK_FALSE(all[0].sick);
 }
 
+TEST_CASE("a sick GPU of a node is that node's alone, listed though no job ran on it")
+{
+    RunSummary s;
+    JobResult r = ran(JobStatus::passed, {1});
+    r.node = "n1";
+    s.results.push_back(r);
+    s.sick_on_nodes = {{"n2", 1}};
+    const auto all = device_stats(s);
+    REQUIRE(all.size() == 2);
+    CHECK(all[0].name() == "n1:1");
+    CHECK_FALSE(all[0].sick);
+    CHECK(all[1].name() == "n2:1");
+    CHECK(all[1].sick);
+    CHECK(all[1].jobs == 0);
+    CHECK(device_lines(all) == "[pto-par] device n2:1: 0 jobs, 0 passed, 0 failed, 0 timed out, sick\n");
+}
+
 TEST_CASE("under Slurm a device is a GPU of a node: the same index on two nodes is two devices")
 {
     RunSummary s;

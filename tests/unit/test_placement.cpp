@@ -120,6 +120,26 @@ TEST_CASE("Slurm nodes: the node with most free, counts only, one node per job")
     CHECK(p.acquire({2, 0})->node == "n1");
 }
 
+TEST_CASE("Slurm nodes: a node whose CPUs are all kept by withheld steps can start nothing more")
+{
+    Placement p(std::make_unique<SlurmNodes>(std::vector<pto::SlurmNode>{{"n1", 4, 2}, {"n2", 2, 0}}), 1, 0);
+    auto a = p.acquire({1, 0});
+    auto b = p.acquire({1, 0});
+    REQUIRE(a);
+    REQUIRE(b);
+    REQUIRE(a->node == "n1");
+    REQUIRE(b->node == "n1");
+    CHECK_FALSE(p.withhold(*a));  // one CPU of two kept: n1 still has GPUs and a CPU
+    CHECK(p.usable_for({3, 0}));
+    CHECK(p.withhold(*b));  // both kept: n1 is out
+    CHECK_FALSE(p.usable_for({3, 0}));
+    CHECK(p.acquire({1, 0})->node == "n2");
+    CHECK(p.shortfall({3, 0}) == "needs 3 devices but only 2 remain usable on one node");
+    auto c = p.acquire({1, 0});
+    REQUIRE(c);
+    CHECK_FALSE(p.withhold(*c));  // CPUs not known (0): only its GPU goes
+}
+
 TEST_CASE("slots: the fullest device with room, whole devices only when nothing of them is taken")
 {
     Placement p(std::make_unique<LocalDevices>(V{0, 1, 2}, 4), 1, 0);

@@ -52,6 +52,9 @@ TEST_CASE("the line: done/total, what runs in start order, failures, the clock")
     p.sick = {1, 2, 5};
     CHECK(format_progress(p, 200) ==
           "[12/80] 3 running: allreduce, test_mul.py, x \xC2\xB7 1 failed \xC2\xB7 sick: 1,2,5 \xC2\xB7 2:14");
+    p.sick_on_nodes = {"n2:1", "n1:0"};
+    CHECK(format_progress(p, 200).find("sick: 1,2,5 \xC2\xB7 sick: n2:1 n1:0 \xC2\xB7 2:14") != std::string::npos);
+    p.sick_on_nodes.clear();
     p.waiting = "y waits for device 0 (held by another run, pid 42)";
     CHECK(format_progress(p, 200) == "[12/80] 3 running: allreduce, test_mul.py, x \xC2\xB7 1 failed \xC2\xB7 sick: "
                                      "1,2,5 \xC2\xB7 y waits for device 0 (held by another run, pid 42) \xC2\xB7 2:14");

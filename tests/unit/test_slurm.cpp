@@ -4,8 +4,22 @@
 
 #include "runner/slurm_step.hpp"
 #include "slurm/allocation.hpp"
+#include "slurm/step_checks.hpp"
 
 using namespace pto;
+
+namespace {
+
+// What `step` passes on of `stream` fed to it in two parts, cut at `cut`.
+std::string fed_in_two(runner::StepState& step, std::string_view stream, std::size_t cut)
+{
+    std::string out(step.filter(stream.substr(0, cut)));
+    out += step.filter(stream.substr(cut));
+    out += step.take_pending();
+    return out;
+}
+
+}  // namespace
 
 TEST_SUITE("slurm_allocation")
 {
@@ -34,6 +48,8 @@ TEST_SUITE("slurm_allocation")
         CHECK((*nodes)[1].ids == std::vector<int>{0, 1});
         CHECK((*nodes)[2].name == "n3");
         CHECK((*nodes)[2].ids == std::vector<int>{0, 2, 3});
+        CHECK((*nodes)[1].cpus == 4);
+        CHECK((*nodes)[2].cpus == 1);
     }
 
     TEST_CASE("a node without GPUs has none; no node line is an error")
@@ -64,9 +80,7 @@ TEST_SUITE("slurm_allocation")
         for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
             runner::StepControl control{"scancel", nullptr, {}};
             runner::StepState step("n1", control);
-            std::string out(step.filter(std::string_view(stream).substr(0, cut)));
-            out += step.filter(std::string_view(stream).substr(cut));
-            out += step.take_pending();
+            const std::string out = fed_in_two(step, stream, cut);
             CAPTURE(cut);
             CHECK(out == "srun: warning: something\nhello\nworld");
             REQUIRE(step.header());
@@ -85,9 +99,7 @@ TEST_SUITE("slurm_allocation")
             runner::StepControl control{"scancel", nullptr,
                                         [&](const std::string& text) { notices.push_back(text); }};
             runner::StepState step("n1", control);
-            std::string out(step.filter(std::string_view(stream).substr(0, cut)));
-            out += step.filter(std::string_view(stream).substr(cut));
-            out += step.take_pending();
+            const std::string out = fed_in_two(step, stream, cut);
             CAPTURE(cut);
             CHECK(out == "hello\n\x1e" "bell sr\nno newline");
             CHECK(notices == std::vector<std::string>{"n1: srun: error: n1: task 0: Exited",
@@ -110,6 +122,73 @@ TEST_SUITE("slurm_allocation")
         CHECK_FALSE(slurm::parse_step_end("0 -1"));
     }
 
+    TEST_CASE("check frames carry a sick GPU's words and output whatever bytes they hold")
+    {
+        static constexpr char bytes[] = "bad \\ gpu\n\x1e\x7f\x01\0 end";  // a NUL among them
+        const slurm::CheckVerdict sick{1, "its check exited 3", std::string(bytes, sizeof bytes - 1)};
+        const std::string frame = slurm::format_check_frame(sick);
+        REQUIRE(frame.starts_with(slurm::step_check_marker));
+        CHECK(frame.find('\n') == frame.size() - 1);
+        CHECK(frame.find('\x1e', 1) == std::string::npos);
+        const std::size_t from = slurm::step_check_marker.size();
+        auto back = slurm::parse_check_frame(std::string_view(frame).substr(from, frame.size() - 1 - from));
+        REQUIRE(back);
+        CHECK(back->gpu == 1);
+        CHECK(back->why == sick.why);
+        CHECK(back->output == sick.output);
+        auto ok = slurm::parse_check_frame("0 ok");
+        REQUIRE(ok);
+        CHECK(ok->why.empty());
+        CHECK_FALSE(slurm::parse_check_frame("x ok"));
+        CHECK_FALSE(slurm::parse_check_frame("1 sick"));
+        CHECK_FALSE(slurm::parse_check_frame("1 sick why out\\x4"));
+        CHECK_FALSE(slurm::parse_check_frame("1 fine"));
+    }
+
+    TEST_CASE("verdicts before the header and a hold frame: the line never ran, split anywhere")
+    {
+        const std::string stream = std::string("srun: warning: x\n") + slurm::format_check_frame({0, "", ""}) +
+                                   slurm::format_check_frame({1, "its check exited 1", "no such gpu\n"}) +
+                                   "\x1epto-par-hold 5.0\n";
+        for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
+            runner::StepControl control{"scancel", nullptr, {}};
+            runner::StepState step("n1", control);
+            const std::string out = fed_in_two(step, stream, cut);
+            const auto verdicts = step.take_verdicts();
+            CAPTURE(cut);
+            CHECK(out == "srun: warning: x\n");
+            CHECK_FALSE(step.header());
+            REQUIRE(verdicts.size() == 2);
+            CHECK(verdicts[0].gpu == 0);
+            CHECK(verdicts[0].why.empty());
+            CHECK(verdicts[1].gpu == 1);
+            CHECK(verdicts[1].output == "no such gpu\n");
+            CHECK(step.holding());
+            CHECK_FALSE(step.checked_after_line());
+        }
+    }
+
+    TEST_CASE("verdicts after a failed line come before the end frame, after a partial line of the job's")
+    {
+        const std::string stream = std::string("\x1epto-par-step 5.0 n1 1\nno newline") +
+                                   slurm::format_check_frame({1, "its check exited 1", ""}) +
+                                   "\x1epto-par-end 768 0\n\x1epto-par-hold 5.0\n";
+        for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
+            runner::StepControl control{"scancel", nullptr, {}};
+            runner::StepState step("n1", control);
+            const std::string out = fed_in_two(step, stream, cut);
+            CAPTURE(cut);
+            CHECK(out == "no newline");
+            const auto verdicts = step.take_verdicts();
+            REQUIRE(verdicts.size() == 1);
+            CHECK(verdicts[0].why == "its check exited 1");
+            CHECK(step.ended());
+            CHECK(step.wait_status(0) == 768);
+            CHECK(step.holding());
+            CHECK(step.checked_after_line());
+        }
+    }
+
     TEST_CASE("without a header (srun could not start the step) everything is output")
     {
         runner::StepControl control{"scancel", nullptr, {}};
@@ -124,14 +203,17 @@ TEST_SUITE("slurm_allocation")
     TEST_CASE("a step's srun line asks for the node and the count, or for no GPU at all")
     {
         SlurmOptions opt;
-        const auto two = runner::step_argv(opt, "n2", 2, {"/bin/sh", "-c", "true"});
+        const auto two = runner::step_argv(opt, "n2", 2, "pto-par.1.2", {"/bin/sh", "-c", "true"});
         CHECK(std::find(two.begin(), two.end(), "--gres=gpu:2") != two.end());
         CHECK(std::find(two.begin(), two.end(), "--exact") != two.end());
         const auto w = std::find(two.begin(), two.end(), "-w");
         REQUIRE(w != two.end());
         CHECK(*(w + 1) == "n2");
+        const auto name = std::find(two.begin(), two.end(), "-J");
+        REQUIRE(name != two.end());
+        CHECK(*(name + 1) == "pto-par.1.2");
         CHECK(two.back() == "true");
-        const auto none = runner::step_argv(opt, "n1", 0, {"true"});
+        const auto none = runner::step_argv(opt, "n1", 0, "pto-par.1.3", {"true"});
         CHECK(std::find(none.begin(), none.end(), "--gres=none") != none.end());
     }
 }

@@ -60,8 +60,9 @@ std::string held_leases_text(const std::string& lock_dir, const DiscoveredPool& 
     std::vector<std::string> keys;
     std::map<std::string, std::string> called;  // by key: what the line calls it
     for (const int id : pool.ids) {
-        const auto key = leases::device_key(pool.value_for(pool.variable, std::span<const int>(&id, 1)));
-        called[key] = "device " + pool.value_for(pool.variable, std::span<const int>(&id, 1));
+        const std::string identity = pool.value_for(pool.variable, std::span<const int>(&id, 1));
+        const auto key = leases::device_key(identity);
+        called[key] = "device " + identity;
         keys.push_back(key);
     }
     const bool ports = std::any_of(jobs.begin(), jobs.end(), [](const Job& j) { return j.port_count > 0; });

@@ -31,6 +31,23 @@ Expected<void> make_shared_dir(const std::string& dir)
     return tl::unexpected(sys_error("cannot create lock directory '" + dir + "'", errno));
 }
 
+// Where leases go when /run/lock cannot be used.
+std::string fallback_lock_dir()
+{
+    const char* tmp = std::getenv("TMPDIR");
+    return std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/pto-par-locks";
+}
+
+// A file of the lock directory this user made: 0666, so that another
+// user's run can use it too. Best effort: a file another user made keeps
+// its mode, which they chose.
+void open_to_all(int fd)
+{
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0666) != 0666)
+        (void)fchmod(fd, 0666);
+}
+
 Expected<LockDir> open_at(const std::string& dir, auto make)
 {
     if (auto ok = make_shared_dir(dir); !ok)
@@ -128,9 +145,7 @@ Expected<LockDir> LockDir::open(const std::string& dir)
         return d;
     // /run/lock missing or not ours to write (not root, a container):
     // the temporary directory, which other runs of this machine share too.
-    const char* tmp = std::getenv("TMPDIR");
-    const std::string base = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
-    auto fallback = open_at(base + "/pto-par-locks", make);
+    auto fallback = open_at(fallback_lock_dir(), make);
     if (!fallback)
         return fail(d.error().message + "; and " + fallback.error().message);
     return fallback;
@@ -151,10 +166,7 @@ Expected<int> LockDir::file_for(const std::string& key)
     UniqueFd fd(openat(dir_.get(), key.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
     if (!fd)
         return tl::unexpected(sys_error("cannot open lease '" + path_ + "/" + key + "'", errno));
-    struct stat st {};
-    // Best effort: a file another user made keeps its mode, which they chose.
-    if (fstat(fd.get(), &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0666) != 0666)
-        (void)fchmod(fd.get(), 0666);
+    open_to_all(fd.get());
     const int raw = fd.get();
     open_.emplace(key, std::move(fd));
     return raw;
@@ -237,9 +249,7 @@ void LockDir::want(const std::string& key)
     // Without it this run waits all the same, only not first in line.
     if (!fd)
         return;
-    struct stat st {};
-    if (fstat(fd.get(), &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0666) != 0666)
-        (void)fchmod(fd.get(), 0666);  // best effort, as for the lease files
+    open_to_all(fd.get());
     // Refused only while another run looks (its exclusive probe, for an
     // instant): the next try says it again.
     if (flock(fd.get(), LOCK_SH | LOCK_NB) == 0)
@@ -253,8 +263,7 @@ std::vector<Busy> LockDir::held_now(const std::string& dir, std::span<const std:
         places.push_back(dir);
     } else {
         // Where open() would have a run lease: either, as each run finds.
-        const char* tmp = std::getenv("TMPDIR");
-        places = {default_lock_dir, std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/pto-par-locks"};
+        places = {default_lock_dir, fallback_lock_dir()};
     }
     std::vector<Busy> held;
     for (const auto& place : places) {

@@ -92,14 +92,21 @@ public:
     Taken take_from_pipe(int fd, std::size_t max_bytes, const std::function<void(std::string_view)>& live);
 
     // Moves what the non-blocking pipe `fd` holds, at most `max_bytes`, to
-    // `to` without a copy through user space (tee and splice). From the
-    // first call on only the end of the output is kept, as with tail_only
-    // (what was kept whole before is cut to its end): the bytes passed on
-    // are nobody else's to keep. That end is kept in a pipe of its own,
-    // by reference to the same pages, until settle(). `refused` when `to`
-    // takes nothing now (full: EAGAIN) or cannot take a splice: the bytes
+    // the pipe `to` without a copy through user space (tee and splice).
+    // From the first call on only the end of the output is kept, as with
+    // tail_only (what was kept whole before is cut to its end): the bytes
+    // passed on are nobody else's to keep. That end is kept in a pipe of its
+    // own, by reference to the same pages, until settle(). `refused` when
+    // `to` takes nothing now (full: EAGAIN) or cannot take a tee: the bytes
     // are still in `fd`.
     Taken pass_from_pipe(int fd, std::size_t max_bytes, const Passage& to);
+    // To a regular file or /dev/null `to`: splices on what the non-blocking
+    // pipe `fd` holds before its last tail_keep bytes, and leaves that end
+    // for take_from_pipe to read (and its `live` to write), as it is kept:
+    // see the .cpp for why not a tee. After keep_end_only(). False when
+    // `to` took less than that (it takes no splice, or is full): what is
+    // left is for the usual read.
+    bool pass_before_end(int fd, const Passage& to);
     // From now on only the end is kept, as with tail_only; what was kept
     // whole before is cut to its end and its spill file closed.
     void keep_end_only();

@@ -260,10 +260,13 @@ struct RunOptions {
     // The live job's way to standard output without a copy through user
     // space (--output group's live block): where the bytes of the job at
     // `index` may go as they are, now (fd < 0: not now), and whether that
-    // job's bytes are shown as they come (Passage::shown). The bytes of
-    // such a job are not kept: only the end of its output is, as without
-    // whole_output, so set it only when no observer needs the job whole
-    // (without effect with keep_output).
+    // job's bytes are shown as they come (Passage::shown). To a pipe they
+    // all go in the kernel; to a regular file or /dev/null only what the
+    // job's pipe holds before its last 64 KiB does, and that end, which is
+    // kept, comes to on_output as any bytes do, for the observer to write
+    // to the same place. The bytes of such a job are not kept: only the end
+    // of its output is, as without whole_output, so set it only when no
+    // observer needs the job whole (without effect with keep_output).
     std::function<JobOutput::Passage(std::size_t)> output_passage;
     bool handle_signals = true;       // SIGINT/SIGTERM/SIGHUP stop the run, SIGUSR1 asks for status
     bool keep_output = false;         // copy each job's output into JobResult::output

@@ -75,8 +75,12 @@ void JobProcess::read_output(std::size_t chunk, int max_reads, const std::functi
     if (passage.shown)
         output_.keep_end_only();
     for (int i = 0; out_ && (max_reads == 0 || i < max_reads); ++i) {
-        auto got = passage.fd >= 0 ? output_.pass_from_pipe(out_.get(), chunk, passage)
-                                   : JobOutput::Taken{0, false, true};
+        // To a file, only what comes before the end moves in the kernel;
+        // the end is read below, and written behind it.
+        if (passage.fd >= 0 && !passage.pipe)
+            (void)output_.pass_before_end(out_.get(), passage);  // what it left is read below all the same
+        auto got = passage.fd >= 0 && passage.pipe ? output_.pass_from_pipe(out_.get(), chunk, passage)
+                                                   : JobOutput::Taken{0, false, true};
         if (got.refused) {
             // What is read from here on waits behind these bytes in the
             // sink, which then takes no more passage this time round.

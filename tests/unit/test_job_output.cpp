@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -144,7 +145,7 @@ TEST_CASE("a pipe read into a tail_only output: every byte seen live, the end ke
     }
 }
 
-TEST_CASE("pass_from_pipe: every byte reaches a pipe or a file as it was written, the end is kept")
+TEST_CASE("passing on: every byte reaches a pipe or a file as it was written, the end is kept")
 {
     const std::string before = numbered_lines(300000);  // kept whole before the passage, then cut to its end
     const std::string all = numbered_lines(6 << 20);
@@ -181,8 +182,20 @@ TEST_CASE("pass_from_pipe: every byte reaches a pipe or a file as it was written
         REQUIRE(out);
         out->append(before);
         const JobOutput::Passage passage{to_pipe ? target[1] : file, to_pipe, true};
+        out->keep_end_only();
+        // As the runner does: to a file, what comes before the end is
+        // spliced and the end is read and written behind it.
+        const std::function<void(std::string_view)> write_on = [file](std::string_view b) {
+            REQUIRE(write(file, b.data(), b.size()) == static_cast<ssize_t>(b.size()));
+        };
         for (;;) {
-            const auto got = out->pass_from_pipe(job[0], 1 << 20, passage);
+            JobOutput::Taken got;
+            if (to_pipe) {
+                got = out->pass_from_pipe(job[0], 1 << 20, passage);
+            } else {
+                CHECK(out->pass_before_end(job[0], passage));
+                got = out->take_from_pipe(job[0], 1 << 20, write_on);
+            }
             if (got.eof)
                 break;
             if (got.bytes == 0)
@@ -208,6 +221,45 @@ TEST_CASE("pass_from_pipe: every byte reaches a pipe or a file as it was written
         CHECK_FALSE(out->spilled());
         CHECK(out->tail(tail_bytes) == whole.substr(whole.size() - tail_bytes));
     }
+}
+
+TEST_CASE("to a file only the bytes before the end are spliced; the end stays in the job's pipe to be read")
+{
+    // Kept by a tee instead, each page would stay shared with a pipe of
+    // pto-par's and the job would pay a fresh one for every write.
+    int job[2];
+    REQUIRE(pipe2(job, O_CLOEXEC | O_NONBLOCK) == 0);
+    REQUIRE(fcntl(job[1], F_SETPIPE_SZ, 1 << 20) >= 300000);
+    char file_name[] = "/tmp/pto-par-pass-end-test.XXXXXX";
+    const int file = mkstemp(file_name);
+    REQUIRE(file >= 0);
+    unlink(file_name);
+    auto out = JobOutput::reserve(pto::SpillPlace{});
+    REQUIRE(out);
+    out->keep_end_only();
+    const std::string all = numbered_lines(300000);
+    REQUIRE(write(job[1], all.data(), all.size()) == static_cast<ssize_t>(all.size()));
+    const JobOutput::Passage passage{file, false, true};
+    CHECK(out->pass_before_end(job[0], passage));
+    int left = 0;
+    REQUIRE(ioctl(job[0], FIONREAD, &left) == 0);
+    CHECK(left == static_cast<int>(tail_bytes));
+    CHECK(lseek(file, 0, SEEK_CUR) == static_cast<off_t>(all.size() - tail_bytes));
+    // Only a little: nothing before the end to pass on.
+    CHECK(out->pass_before_end(job[0], passage));
+    REQUIRE(ioctl(job[0], FIONREAD, &left) == 0);
+    CHECK(left == static_cast<int>(tail_bytes));
+    std::string shown;
+    const auto got = out->take_from_pipe(job[0], 1 << 20, [&shown](std::string_view b) { shown.append(b); });
+    CHECK(got.bytes == tail_bytes);
+    CHECK(shown == all.substr(all.size() - tail_bytes));
+    CHECK(out->size() == all.size());
+    CHECK(out->tail(tail_bytes) == all.substr(all.size() - tail_bytes));
+    std::string in_file(all.size(), '\0');
+    CHECK(pread(file, in_file.data(), in_file.size(), 0) == static_cast<ssize_t>(all.size() - tail_bytes));
+    CHECK(in_file.substr(0, all.size() - tail_bytes) == all.substr(0, all.size() - tail_bytes));
+    for (int fd : {job[0], job[1], file})
+        close(fd);
 }
 
 TEST_CASE("bytes read after bytes passed come after them in the end kept")

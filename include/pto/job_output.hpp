@@ -103,7 +103,8 @@ public:
     // To a regular file or /dev/null `to`: splices on what the non-blocking
     // pipe `fd` holds before its last tail_keep bytes, and leaves that end
     // for take_from_pipe to read (and its `live` to write), as it is kept:
-    // see the .cpp for why not a tee. After keep_end_only(). False when
+    // see the .cpp for why not a tee. Only the end is kept from then on, as
+    // with keep_end_only(). False when
     // `to` took less than that (it takes no splice, or is full): what is
     // left is for the usual read.
     bool pass_before_end(int fd, const Passage& to);
@@ -184,6 +185,10 @@ private:
     void trim_passed(bool now = false);
     // Empties the end's pipe: its bytes count as discarded.
     void drop_passed();
+    // Bytes passed on and not kept came after what memory holds, which is
+    // then no longer part of the end: it counts as discarded too, so that
+    // the end read next is never joined to bytes from before the gap.
+    void forget_held();
 
     std::size_t memory_limit_ = default_memory_limit;
     bool widened_ = false;  // the pipe's size, after the job printed a lot

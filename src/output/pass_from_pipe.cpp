@@ -117,6 +117,8 @@ void JobOutput::trim_passed(bool now)
     }
     passed_ -= gone;
     discarded_ += gone;
+    if (gone > 0)
+        forget_held();
 }
 
 void JobOutput::drop_passed()
@@ -131,6 +133,13 @@ void JobOutput::drop_passed()
     // Whatever could not be dropped is not counted twice.
     discarded_ += passed_;
     passed_ = 0;
+    forget_held();
+}
+
+void JobOutput::forget_held()
+{
+    discarded_ += held_;
+    held_ = 0;
 }
 
 void JobOutput::settle()
@@ -156,6 +165,7 @@ void JobOutput::settle()
 
 bool JobOutput::pass_before_end(int fd, const Passage& to)
 {
+    keep_end_only();
     int held = 0;
     if (ioctl(fd, FIONREAD, &held) != 0 || held <= static_cast<int>(tail_keep))
         return true;  // all of it may be the end (FIONREAD fails on no pipe)
@@ -169,6 +179,8 @@ bool JobOutput::pass_before_end(int fd, const Passage& to)
     }
     // Passed on and nobody else's to keep: counted, not held.
     discarded_ += moved;
+    if (moved > 0)
+        forget_held();
     // The file took less (EINVAL: no splice there; a full file system, a
     // size limit): the rest is read and written as usual, which names why.
     return moved == goes;

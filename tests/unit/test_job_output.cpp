@@ -236,7 +236,10 @@ TEST_CASE("to a file only the bytes before the end are spliced; the end stays in
     unlink(file_name);
     auto out = JobOutput::reserve(pto::SpillPlace{});
     REQUIRE(out);
-    out->keep_end_only();
+    // Printed before the block went live: the bytes passed on come between
+    // it and the end read, so it is no longer part of that end.
+    const std::string before = "printed before, no newline";
+    out->append(before);
     const std::string all = numbered_lines(300000);
     REQUIRE(write(job[1], all.data(), all.size()) == static_cast<ssize_t>(all.size()));
     const JobOutput::Passage passage{file, false, true};
@@ -253,7 +256,8 @@ TEST_CASE("to a file only the bytes before the end are spliced; the end stays in
     const auto got = out->take_from_pipe(job[0], 1 << 20, [&shown](std::string_view b) { shown.append(b); });
     CHECK(got.bytes == tail_bytes);
     CHECK(shown == all.substr(all.size() - tail_bytes));
-    CHECK(out->size() == all.size());
+    CHECK(out->size() == before.size() + all.size());
+    CHECK(out->memory() == all.substr(all.size() - tail_bytes));
     CHECK(out->tail(tail_bytes) == all.substr(all.size() - tail_bytes));
     std::string in_file(all.size(), '\0');
     CHECK(pread(file, in_file.data(), in_file.size(), 0) == static_cast<ssize_t>(all.size() - tail_bytes));

@@ -519,6 +519,25 @@ TEST_CASE("live block: to a file, with every temporary place full, not a byte is
     CHECK(got == std::string(20000000, '\0') + std::string("end\0x", 5));
 }
 
+TEST_CASE("live block: to a file, the bytes spliced before the end and the end read behind them come out in order")
+{
+    TempDir dir;
+    // Written a megabyte at a time, so that at a wake-up the job's widened
+    // pipe holds more than its last 64 KiB: that much goes to the file by
+    // splice, and the end is read and written after it.
+    std::string expected;
+    for (int i = 0; expected.size() < 24000000; ++i)
+        expected += "line " + std::to_string(i) + "\n";
+    const auto data = dir.write("data.txt", expected);
+    const auto cmds = dir.write("dd.cmds", "@0,label=dd dd if=" + data + " bs=1M status=none\n");
+    const auto out = dir.file("out.txt");
+    const auto r = run({"/bin/sh", "-c", "exec \"$0\" -d none \"$1\" >\"$2\"", pto_par(), cmds, out}, {}, {}, 60s);
+    CHECK(r.exit_code == 0);
+    const auto got = dir.read("out.txt");
+    CHECK(got.size() == expected.size());
+    CHECK(got == expected);
+}
+
 TEST_CASE("--output stream with --log-dir and --junit: they still get every byte")
 {
     TempDir dir;

@@ -426,7 +426,8 @@ Failures and limits:
       --kill-grace SECS  SIGTERM to SIGKILL grace when stopping jobs (default 5)
       --timeout SECS     time limit for the whole run
       --job-timeout SECS time limit for each job (a line's timeout= wins)
-      --dump-grace SECS  time a timed-out job gets to print its stacks (default 2)
+      --dump-grace SECS  time a timed-out job gets to print its stacks
+                         (default 2)
       --contain HOW      keep each job together so all of it can be stopped:
                          cgroup (a cgroup v2 per job), pgroup (its process
                          group), auto (default: cgroup where possible)
@@ -436,7 +437,8 @@ Failures and limits:
 
 Large suites:
       --history FILE     an earlier run's --json report, for each job's last
-                         duration and status (repeatable; a missing FILE is fine)
+                         duration and status (repeatable; a missing FILE is
+                         fine)
       --order HOW        file (default: the order of FILE) or longest (jobs
                          without history first, then the longest first)
       --backfill         while the next job waits for devices, start a later
@@ -457,9 +459,9 @@ Large suites:
 
 Output and reports:
       --output MODE      group (default: each job's output whole when it
-                         ends, or as it comes while it runs alone), stream (lines as they come, prefixed
-                         [label]), failed (group, only jobs that did not
-                         pass), none
+                         ends, or as it comes while it runs alone), stream
+                         (lines as they come, prefixed [label]), failed
+                         (group, only jobs that did not pass), none
       --json FILE        one JSON object per job (JSON Lines)
       --junit FILE       JUnit XML report
       --junit-output-limit BYTES  most of a job's output in --junit (default

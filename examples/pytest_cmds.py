@@ -82,7 +82,7 @@ def parse_folder(text):
         raise argparse.ArgumentTypeError(
             "expected DIR=N with N a whole number of devices, such as "
             "tests/distributed=2; got %r" % text)
-    return os.path.normpath(directory), int(count)
+    return os.path.relpath(directory), int(count)
 
 
 def parse_arguments(argv):
@@ -218,7 +218,12 @@ def main(argv):
     except Failure as e:
         print("%s: error: %s" % (PROG, e), file=sys.stderr)
         return 1
-    sys.stdout.write("\n".join(lines) + "\n")
+    except KeyboardInterrupt:
+        return 130
+    # A file name that is not UTF-8 is written back as the bytes it was.
+    sys.stdout.flush()
+    sys.stdout.buffer.write(
+        ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
     return 0
 
 

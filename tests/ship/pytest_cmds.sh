@@ -145,6 +145,28 @@ fi
 grep -qxF '@1,label=tests/ops/test_mul.py pytest tests/ops/test_mul.py --junitxml=reports/{label}.xml' again.cmds ||
     fail "the new file has no line of its own"
 
+# A folder given as an absolute path, with a slash at its end, is the same
+# folder.
+python3 "$generator" --folder "$work/tests/distributed/=2" --folder tests/distributed/ring=3 \
+    >absolute.cmds 2>/dev/null
+if [[ -n $(LC_ALL=C comm -3 <(tail -n +2 again.cmds | LC_ALL=C sort) \
+    <(tail -n +2 absolute.cmds | LC_ALL=C sort)) ]]; then
+    fail "an absolute --folder gave other lines:"
+    diff again.cmds absolute.cmds
+fi
+
+# A file name that is not UTF-8 comes out as its bytes, even where standard
+# output is strict UTF-8, under a label of its own.
+printf 'def test_bytes():\n    pass\n' >"tests/ops/test_$(printf '\377').py"
+if ! PYTHONIOENCODING=utf-8:strict python3 "$generator" >bytes.cmds 2>bytes.err; then
+    fail "a file name that is not UTF-8 made the generator fail:"
+    cat bytes.err
+elif ! grep -qF "@1,label=tests/ops/test__.py pytest 'tests/ops/test_$(printf '\377').py'" bytes.cmds; then
+    fail "a file name that is not UTF-8 does not come out as its bytes:"
+    cat -v bytes.cmds
+fi
+rm "tests/ops/test_$(printf '\377').py"
+
 # expect_error NAME PATTERN ARG...: the generator fails, says PATTERN on
 # standard error and writes nothing on standard output.
 expect_error() {

@@ -26,6 +26,8 @@ public:
 
     int get() const { return fd_; }
     explicit operator bool() const { return fd_ >= 0; }
+    // The descriptor, no longer owned: for a close() whose error matters.
+    int release() { return std::exchange(fd_, -1); }
     void reset()
     {
         // close() errors on a pipe or file we only read cannot lose data;

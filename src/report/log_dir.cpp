@@ -9,7 +9,10 @@
 #include <map>
 #include <set>
 
+#include <pto/devices.hpp>
+
 #include "report/fd_writer.hpp"
+#include "report/status_lines.hpp"
 
 namespace pto::report {
 
@@ -96,39 +99,118 @@ Expected<void> LogDir::open()
     return {};
 }
 
-void LogDir::on_finish(const Job&, const JobResult& r, const JobOutput& output)
+void LogDir::failed(std::size_t index, const char* what, int err)
 {
-    if (!dir_fd_ || r.index >= names_.size())
-        return;
-    const std::string& name = names_[r.index];
-    const auto failed = [&](const char* what, int err) {
-        if (!error_)
-            error_ = sys_error(std::string(what) + " log file '" + path_for(r.index) + "'", err);
-    };
+    if (!error_)
+        error_ = sys_error(std::string(what) + " log file '" + path_for(index) + "'", err);
+}
 
+int LogDir::create(std::size_t index)
+{
+    const std::string& name = names_[index];
     // Replace the entry rather than truncate what is there: a symlink or a
     // hard link planted under this name must not let us write outside DIR.
-    if (unlinkat(dir_fd_.get(), name.c_str(), 0) != 0 && errno != ENOENT)
-        return failed("cannot replace", errno);
+    if (unlinkat(dir_fd_.get(), name.c_str(), 0) != 0 && errno != ENOENT) {
+        failed(index, "cannot replace", errno);
+        return -1;
+    }
     const int fd = openat(dir_fd_.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0)
-        return failed("cannot create", errno);
+        failed(index, "cannot create", errno);
+    return fd;
+}
 
+bool LogDir::write_output(std::size_t index, int fd, const JobOutput& output, char& last)
+{
     int write_errno = 0;
     const auto walked = output.for_each_chunk([&](std::string_view chunk) {
-        if (write_all(fd, chunk))
+        if (write_all(fd, chunk)) {
+            if (!chunk.empty())
+                last = chunk.back();
             return true;
+        }
         write_errno = errno;
         return false;
     });
-    if (write_errno != 0)
-        failed("cannot write", write_errno);
-    else if (!walked && !error_)
-        error_ = Error{"log file '" + path_for(r.index) + "' is incomplete: " + walked.error().message,
+    if (write_errno != 0) {
+        failed(index, "cannot write", write_errno);
+        return false;
+    }
+    if (!walked && !error_)
+        error_ = Error{"log file '" + path_for(index) + "' is incomplete: " + walked.error().message,
                        walked.error().sys_errno};
+    return static_cast<bool>(walked);
+}
+
+namespace {
+
+// "[pto-par] try 1 of 3: FAIL label exit=1 0.01s devices=0", the try's own
+// verdict (PASS for the try that passed, whatever the job's), on a line of
+// its own after whatever the try before left unended.
+std::string try_header(const Job& job, const JobResult& r, std::size_t number, char last)
+{
+    JobResult shown = r;
+    if (shown.status == JobStatus::flaky)
+        shown.status = JobStatus::passed;
+    std::string line = format_finish_line(shown);
+    line.insert(std::string_view("[pto-par] ").size(),
+                "try " + std::to_string(number) + " of " + std::to_string(tries(job, r)) + ": ");
+    return (last == '\n' ? "" : "\n") + line;
+}
+
+}  // namespace
+
+void LogDir::on_retry(const Job& job, const JobResult& r, const JobOutput& output)
+{
+    if (!dir_fd_ || r.index >= names_.size())
+        return;
+    auto at = retried_.find(r.index);
+    if (at == retried_.end()) {
+        const int fd = create(r.index);
+        if (fd < 0)
+            return;
+        at = retried_.emplace(r.index, Open{UniqueFd(fd), '\n'}).first;
+    }
+    // on_retry comes after the try joined `attempts`.
+    std::string header = try_header(job, r, r.attempts.size(), at->second.last);
+    const auto& sick = r.attempts.back().sick;
+    if (!sick.empty()) {
+        header.pop_back();
+        header += " (device" + std::string(sick.size() == 1 ? " " : "s ") + format_device_range(sick) +
+                  " failed the health check)\n";
+    }
+    if (!write_all(at->second.fd.get(), header)) {
+        failed(r.index, "cannot write", errno);
+        retried_.erase(at);
+        return;
+    }
+    at->second.last = '\n';
+    if (!write_output(r.index, at->second.fd.get(), output, at->second.last))
+        retried_.erase(at);
+}
+
+void LogDir::on_finish(const Job& job, const JobResult& r, const JobOutput& output)
+{
+    if (!dir_fd_ || r.index >= names_.size())
+        return;
+    int fd = -1;
+    char last = '\n';
+    if (auto at = retried_.find(r.index); at != retried_.end()) {
+        fd = at->second.fd.release();
+        last = at->second.last;
+        retried_.erase(at);
+    } else if ((fd = create(r.index)) < 0) {
+        return;
+    }
+    // The earlier tries are in the file unless writing them failed (error_
+    // says so); the last one goes in all the same.
+    if (r.attempts.empty() || write_all(fd, try_header(job, r, r.attempts.size() + 1, last)))
+        write_output(r.index, fd, output, last);
+    else
+        failed(r.index, "cannot write", errno);
     // Delayed write-back errors (NFS, a full thin volume) surface at close.
     if (::close(fd) != 0)
-        failed("cannot write", errno);
+        failed(r.index, "cannot write", errno);
 }
 
 }  // namespace pto::report

@@ -1,7 +1,11 @@
 // --log-dir DIR: each finished job's whole output in DIR/<name>.log, the
-// name made safe from its label. Jobs that never started get no file.
+// name made safe from its label. Jobs that never started get no file. A job
+// that ran more than once (retries, a sick device) keeps every try there,
+// each after a "[pto-par] try N of M: VERDICT ..." line; a job that ran once
+// gets its bytes alone.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -29,6 +33,9 @@ public:
     // (full disk, EFBIG past RLIMIT_FSIZE) is kept in error() and the run
     // goes on; later jobs still get their files.
     void on_finish(const Job&, const JobResult& r, const JobOutput& output) override;
+    // The try that failed goes into the file now, under its header; the
+    // file stays open for the next.
+    void on_retry(const Job&, const JobResult& r, const JobOutput& output) override;
 
     // The first write failure, if any; later ones are likely the same cause.
     std::optional<Error> error() const { return error_; }
@@ -37,9 +44,21 @@ public:
     std::string path_for(std::size_t index) const;
 
 private:
+    // The job's file, made anew (see the .cpp); -1 after a failure, kept in error_.
+    int create(std::size_t index);
+    // Writes `output` to `fd`, each failure kept in error_; false after one.
+    // `last`: the last byte written, or '\n' when none was.
+    bool write_output(std::size_t index, int fd, const JobOutput& output, char& last);
+    void failed(std::size_t index, const char* what, int err);
+
     std::string dir_;
     std::vector<std::string> names_;  // file name per job, ".log" included
     UniqueFd dir_fd_;
+    struct Open {
+        UniqueFd fd;
+        char last = '\n';
+    };
+    std::map<std::size_t, Open> retried_;  // by index: the files of jobs between tries
     std::optional<Error> error_;
 };
 

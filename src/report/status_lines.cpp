@@ -49,16 +49,14 @@ const char* colour_of(JobStatus s)
     return "";
 }
 
-// How many tries the job may have: its retries, and one more for each try
-// that a sick device failed.
+}  // namespace
+
 std::size_t tries(const Job& job, const JobResult& r)
 {
     return job.retries + 1 +
            static_cast<std::size_t>(std::count_if(r.attempts.begin(), r.attempts.end(),
                                                   [](const Attempt& a) { return !a.sick.empty(); }));
 }
-
-}  // namespace
 
 // The verdict word (right after "[pto-par] ") in its colour.
 std::string StatusLines::paint(std::string line, JobStatus status) const

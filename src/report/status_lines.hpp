@@ -68,6 +68,10 @@ private:
 // error; all of it still goes where --output sends it.
 inline constexpr std::size_t timeout_dump_bytes = 64 * 1024;
 
+// How many tries the job may have: its retries, and one more for each try
+// that a sick device failed.
+std::size_t tries(const Job& job, const JobResult& r);
+
 // Pure formatting, for the observer above and its tests.
 std::string format_finish_line(const JobResult& r);
 std::string format_summary_line(const Counts& c, double wall_s, int stopped_by_signal);

@@ -133,6 +133,54 @@ TEST_CASE("--log-dir: each job's whole output in a file named safely from its la
     CHECK(all.find(std::string("x\0y", 3)) != std::string::npos);
 }
 
+TEST_CASE("--log-dir keeps every try: a header per try when a job ran more than once, also after a sick device")
+{
+    TempDir dir;
+    const auto marker = dir.file("tried");
+    const auto logs = dir.file("logs");
+    const auto r = run({pto_par(), "-d", "0-1", "-j", "1", "--retries", "1", "--log-dir", logs,
+                        dir.write("f.cmds", "@1,label=flaky if [ -e " + marker + " ]; then echo second; "
+                                            "else touch " + marker + "; printf 'first, no newline'; exit 1; fi\n"
+                                            "@1,label=once echo only\n")});
+    CHECK(r.exit_code == 0);
+    const auto flaky = dir.read("logs/flaky.log");
+    CHECK(flaky.find("[pto-par] try 1 of 2: FAIL flaky exit=1 ") == 0);
+    CHECK(flaky.find("\nfirst, no newline\n[pto-par] try 2 of 2: PASS flaky exit=0 ") != std::string::npos);
+    CHECK(flaky.substr(flaky.size() - 8) == "\nsecond\n");
+    // One try: the log is the job's bytes, nothing added.
+    CHECK(dir.read("logs/once.log") == "only\n");
+
+    // A try that a sick device failed is kept too.
+    const auto broke = dir.file("broke");
+    const auto check = dir.write("check.sh", "[ -e " + broke + " ] && [ \"$(cat " + broke +
+                                             ")\" = \"$PTO_PAR_DEVICES\" ] && exit 1\nexit 0\n");
+    const auto sick = run({pto_par(), "-d", "0-1", "-j", "1", "--device-check", "sh " + check, "--log-dir", logs,
+                           dir.write("s.cmds", "@1,label=c if [ ! -e " + broke + " ]; then echo $PTO_PAR_DEVICES > " +
+                                               broke + "; echo broken; exit 1; fi; echo fine\n")});
+    CHECK(sick.exit_code == 0);
+    const auto c = dir.read("logs/c.log");
+    CHECK(c.find("[pto-par] try 1 of 2: FAIL c exit=1 ") == 0);
+    CHECK(c.find("failed the health check") != std::string::npos);
+    CHECK(c.find("\nbroken\n[pto-par] try 2 of 2: PASS c exit=0 ") != std::string::npos);
+    CHECK(c.find("fine\n") != std::string::npos);
+}
+
+TEST_CASE("--junit: a try that a sick device failed, then a try that passed, is a <flakyFailure>")
+{
+    TempDir dir;
+    const auto broke = dir.file("broke");
+    const auto check = dir.write("check.sh", "[ -e " + broke + " ] && [ \"$(cat " + broke +
+                                             ")\" = \"$PTO_PAR_DEVICES\" ] && exit 1\nexit 0\n");
+    const auto r = run({pto_par(), "-d", "0-1", "-j", "1", "--device-check", "sh " + check, "--junit", dir.file("j.xml"),
+                        dir.write("s.cmds", "@1,label=c if [ ! -e " + broke + " ]; then echo $PTO_PAR_DEVICES > " +
+                                            broke + "; echo broken; exit 1; fi; echo fine\n")});
+    CHECK(r.exit_code == 0);
+    const auto xml = dir.read("j.xml");
+    CHECK(xml.find("<flakyFailure") != std::string::npos);
+    CHECK(xml.find("<rerunFailure") == std::string::npos);
+    CHECK(xml.find("broken") != std::string::npos);
+}
+
 TEST_CASE("--log-dir on a full disk: reported, the other reports and jobs unharmed")
 {
     TempDir dir;

@@ -359,7 +359,8 @@ Expected<void> JunitReport::close(double wall_s)
         const Case& c = cases_[i];
         w.put(c.head);
         for (const auto& rerun : c.reruns) {
-            const bool passed_later = c.status == JobStatus::flaky;
+            // Flaky, or passed after a try that a sick device failed.
+            const bool passed_later = c.status == JobStatus::flaky || c.status == JobStatus::passed;
             const char* name = passed_later ? (rerun.error ? "flakyError" : "flakyFailure")
                                             : (rerun.error ? "rerunError" : "rerunFailure");
             w.put("    <" + std::string(name) + rerun.message + ">" + rerun.body + "</" + name + ">\n");

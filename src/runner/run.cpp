@@ -247,6 +247,9 @@ void Run::finish_ended()
         if (ctx_.guardian != nullptr)
             ctx_.guardian->job_ended(j->pid());
         auto done = set_.take(j);
+        // Whatever left, a check too, gave back descriptors and processes a
+        // start that was short of them may now get.
+        throttled_ = false;
         if (done->holding)
             continue;  // its job's report went out when it began to hold
         if (cgroup_ != nullptr)

@@ -2,6 +2,7 @@
 // only by backfill's promise.
 #include "runner/run.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 
@@ -14,6 +15,14 @@ namespace {
 bool is_shortage(int err)
 {
     return err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM;
+}
+
+// A shortage is waited out only while something of the run will end by
+// itself and give back what it holds: a job or a check, not a step that
+// holds its GPUs until the run ends.
+bool something_ends(const ProcessSet& set)
+{
+    return std::any_of(set.jobs().begin(), set.jobs().end(), [](const auto& j) { return !j->holding; });
 }
 
 }  // namespace
@@ -34,7 +43,7 @@ void Run::start_ready()
         if (opt_.max_parallel != 0 && running_jobs() >= opt_.max_parallel)
             return;
         if (throttled_)
-            return;  // until a running job ends and frees what it held
+            return;  // until something of the run ends and frees what it held
         const bool retry = queue_.front_is_retry();
         auto grant = placement_.acquire(need(*index));
         if (!grant && (grant.error() == placement::Shortage::devices || grant.error() == placement::Shortage::leased)) {
@@ -47,7 +56,7 @@ void Run::start_ready()
         }
         if (!grant && grant.error() == placement::Shortage::lease_failed) {
             const Error& why = placement_.lease_error();
-            if (is_shortage(why.sys_errno) && !set_.empty()) {
+            if (is_shortage(why.sys_errno) && something_ends(set_)) {
                 throttle(why);
                 return;
             }
@@ -155,8 +164,8 @@ void Run::fail_to_start(std::size_t index, placement::Grant grant, const Error& 
         stop_all("fail-fast");
 }
 
-// Holds further starts until a running job ends and gives back what it
-// held; said once.
+// Holds further starts until a process of the run ends (finish_ended) and
+// gives back what it held; said once.
 void Run::throttle(const Error& why)
 {
     throttled_ = true;
@@ -226,7 +235,7 @@ bool Run::start(std::size_t index, placement::Grant grant)
     auto j = output ? spawn(index, *spec, std::move(*output), stop_times_)
                     : Expected<std::unique_ptr<JobProcess>>(tl::unexpected(output.error()));
     if (!j) {
-        if (is_shortage(j.error().sys_errno) && !set_.empty()) {
+        if (is_shortage(j.error().sys_errno) && something_ends(set_)) {
             placement_.release(grant);
             throttle(j.error());
             return false;

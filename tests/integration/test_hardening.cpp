@@ -82,6 +82,22 @@ TEST_CASE("too few file descriptors for -j 200: jobs wait their turn, none is dr
     CHECK(lines_with(dir.read("r.json"), "\"status\":\"passed\"").size() == 40);
 }
 
+TEST_CASE("a job held back by a shortage of descriptors while only device checks run starts when they end")
+{
+    // Eight checks take most of 32 descriptors (those that could not start
+    // make their devices sick, which no job here needs); the jobs' starts
+    // then fail for descriptors while only checks run. The checks' ends
+    // must lift that, as a job's end does: nothing else ever would.
+    TempDir dir;
+    const auto r = run({pto_par(), "-d", "0-7", "--device-check", "sleep 0.3",
+                        dir.write("few.cmds", "@0,label=one echo one\n@0,label=two echo two\n")},
+                       {}, {}, 20s, Setup::limit(RLIMIT_NOFILE, 32));
+    INFO(r.err);
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.err.find("[pto-par] PASS one") != std::string::npos);
+    CHECK(r.err.find("[pto-par] PASS two") != std::string::npos);
+}
+
 TEST_CASE("standard output closed by its reader: every job still runs and is reported")
 {
     TempDir dir;

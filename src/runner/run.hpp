@@ -48,6 +48,7 @@ private:
     void on_signal(int sig);
     void on_leader_exit(JobProcess& j);
     void read(JobProcess& j, int max_reads);
+    void begin_stopping(const char* reason);
     void stop_all(const char* reason);
     void stop(JobProcess& j);
     bool was_created(JobProcess& j);

@@ -14,14 +14,21 @@
 
 namespace pto::runner {
 
+// The run starts nothing more from here on: it waits for no other run's
+// lease either, so that those runs stop leaving them to it.
+void Run::begin_stopping(const char* reason)
+{
+    if (stopping_)
+        return;
+    stopping_ = true;
+    placement_.stop_waiting();
+    if (opt_.observer != nullptr)
+        opt_.observer->on_stopping(reason);
+}
+
 void Run::stop_all(const char* reason)
 {
-    if (!stopping_) {
-        stopping_ = true;
-        placement_.stop_waiting();
-        if (opt_.observer != nullptr)
-            opt_.observer->on_stopping(reason);
-    }
+    begin_stopping(reason);
     for (auto& j : set_.jobs()) {
         if (j->leader_alive())
             j->life.set_stopped_by_us(true);
@@ -182,11 +189,7 @@ void Run::check_deadlines(Clock::time_point now)
 {
     if (run_deadline_ && !run_timed_out_ && now >= *run_deadline_) {
         run_timed_out_ = true;
-        if (!stopping_) {
-            stopping_ = true;
-            if (opt_.observer != nullptr)
-                opt_.observer->on_stopping("the run's time limit");
-        }
+        begin_stopping("the run's time limit");
         for (auto& j : set_.jobs()) {
             if (j->is_check() || j->holding) {
                 j->life.set_stopped_by_us(true);

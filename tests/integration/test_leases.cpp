@@ -185,4 +185,28 @@ TEST_CASE("a device another run leases when the checks begin is checked before i
     CHECK(got.find("check 1") < job);
 }
 
+TEST_CASE("a run past its time limit waits for no lease: another run takes the device at once")
+{
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    Process holder({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("h.cmds", "@1,label=hold sleep 2\n")});
+    REQUIRE(holder.wait_for_stderr("START hold", 10s));
+    // `wait` waits for device 0, held by the holder; the run's limit passes
+    // while it waits, and `slow` then takes 5 s to stop (it ignores its dump
+    // signal and SIGTERM): the run starts nothing more, and must not keep
+    // others from the device all that time.
+    Process late({pto_par(), "-j", "2", "-d", "0", "--lock-dir", locks, "--timeout", "1", "--dump-grace", "4",
+                  "--kill-grace", "1", dir.write("a.cmds", "@0,label=slow trap '' USR1 TERM; sleep 30\n@1,label=wait true\n")});
+    REQUIRE(late.wait_for_stderr("stopping", 10s));
+    CHECK(holder.wait(20s).exit_code == 0);
+    const auto b = run({pto_par(), "-v", "-d", "0", "--lock-dir", locks, dir.write("b.cmds", "@1,label=b true\n")},
+                       {}, {}, 20s);
+    INFO(b.err);
+    CHECK(b.exit_code == 0);
+    CHECK(b.err.find("left to another run") == std::string::npos);
+    const auto a = late.wait(20s);
+    INFO(a.err);
+    CHECK(a.exit_code == 124);
+}
+
 }  // TEST_SUITE

@@ -135,7 +135,11 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
     // slurmd holds the tasks.
     std::optional<runner::Guardian> guardian;
     if (!options.slurm) {
-        const std::size_t most = options.max_parallel == 0 ? jobs.size() : std::min(jobs.size(), options.max_parallel);
+        // Device checks are announced too, and do not count against -j: the
+        // first batch is every device of the pool at once.
+        std::size_t most = options.max_parallel == 0 ? jobs.size() : std::min(jobs.size(), options.max_parallel);
+        if (options.device_check)
+            most += DevicePool(options.pool).size();
         auto started = runner::Guardian::start(cgroup ? cgroup->path() : std::string(), most);
         if (!started)
             return tl::unexpected(started.error());

@@ -224,6 +224,34 @@ TEST_CASE("a run SIGKILLed mid-run leaves no process of any job 1 s later, in bo
     }
 }
 
+TEST_CASE("a run SIGKILLed while -j 1 checks four devices leaves no check behind under process groups")
+{
+    // Every device is checked at once, whatever -j says: the guardian must
+    // know each check's group, not only as many as -j jobs. A check's shell
+    // dies with pto-par (PDEATHSIG); its child is the guardian's to stop.
+    TempDir dir;
+    const auto pids = dir.file("pids");
+    Process p({pto_par(), "-j", "1", "-d", "0-3", "--contain", "pgroup", "--device-check",
+               "sleep 300 & echo $! >> " + pids + "; wait", dir.write("k.cmds", "@1 true\n")});
+    std::vector<pid_t> checks;
+    for (int i = 0; i < 200 && checks.size() < 4; ++i) {
+        std::this_thread::sleep_for(50ms);
+        checks.clear();
+        std::ifstream in(pids);
+        for (pid_t pid = 0; in >> pid;)
+            checks.push_back(pid);
+    }
+    REQUIRE(checks.size() == 4);
+    p.send(SIGKILL);
+    p.wait(10s);
+    for (pid_t pid : checks) {
+        CAPTURE(pid);
+        CHECK(gone_within(pid, 1000ms));
+        if (!gone_within(pid, 0ms))
+            kill(pid, SIGKILL);
+    }
+}
+
 TEST_CASE("a full $TMPDIR: the output goes on in the next place, not a byte lost")
 {
     TempDir dir;

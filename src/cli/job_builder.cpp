@@ -1,5 +1,7 @@
 #include "cli/job_builder.hpp"
 
+#include <algorithm>
+
 #include <pto/devices.hpp>
 
 #include "cli/slurm.hpp"
@@ -49,6 +51,10 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
             launch.argv = {world.shell, "-c", std::move(command)};
             const DiscoveredPool& pool = *world.pool;
             const bool named = !pool.entries.empty();
+            // The pool's own variable narrowed (not -e none): a run inside
+            // the job narrows it again for its jobs, as this one did.
+            const bool narrowed = !pool.narrowed.empty() && std::find(world.device_env.begin(), world.device_env.end(),
+                                                                      pool.narrowed) != world.device_env.end();
             launch.env = {
                 "PTO_PAR_DEVICES=" + list,
                 "PTO_PAR_NUM_DEVICES=" + std::to_string(ids.size()),
@@ -57,10 +63,12 @@ std::vector<Job> build_jobs(std::span<const cmdfile::JobSpec> specs, const JobWo
                 // What a pto-par inside the job needs to find these very
                 // devices in the form this run was given them.
                 std::string(device_names_variable) + "=" + (named ? pool.value_for(pool.variable, ids) : ""),
-                std::string(device_variable_variable) + "=" + (named ? pool.variable : ""),
+                std::string(device_variable_variable) + "=" + (named ? pool.variable : narrowed ? pool.narrowed : ""),
             };
             for (const auto& name : world.device_env)
                 launch.env.push_back(name + "=" + pool.value_for(name, ids));
+            if (narrowed)
+                launch.env.insert(launch.env.end(), pool.also_set.begin(), pool.also_set.end());
             if (!world.lock_dir.empty())
                 launch.env.push_back(std::string(leases::lock_dir_variable) + "=" + world.lock_dir);
             if (!held.ports.empty()) {

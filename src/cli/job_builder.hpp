@@ -16,7 +16,9 @@ namespace pto::cli {
 
 struct JobWorld {
     std::string shell;                    // runs each line as SHELL -c LINE
-    std::vector<std::string> device_env;  // -e names
+    // The variables each job gets its devices in: the pool's own
+    // (DiscoveredPool::narrowed) unless -e none, then the -e names.
+    std::vector<std::string> device_env;
     const DiscoveredPool* pool;           // what -e hands out: ids, or a variable's own entries
     int retries = 0;                      // --retries, for lines without retries=
     std::string slurm_self;               // --launcher slurm: this binary, which each step runs (step mode)

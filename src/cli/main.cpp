@@ -19,6 +19,7 @@
 
 #include "cli/dry_run.hpp"
 #include "cli/descriptors.hpp"
+#include "cli/device_variables.hpp"
 #include "cli/early_signals.hpp"
 #include "cli/finish_output.hpp"
 #include "cli/exec_size.hpp"
@@ -151,7 +152,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         return exit_usage;
     if (cli::report_ports(display_name, specs, opt.port_low, opt.port_high))
         return exit_usage;
-    const cli::JobWorld world{opt.shell, opt.device_env, &*pool, opt.retries, slurm ? slurm->self : std::string(),
+    const cli::JobWorld world{opt.shell, cli::device_variables(opt, *pool, slurm.has_value()), &*pool, opt.retries, slurm ? slurm->self : std::string(),
                               opt.kill_grace_s, opt.lock_dir.value_or(""),
                               {slurm ? opt.device_check : std::string(), opt.device_check_timeout_s}};
     auto jobs = cli::build_jobs(specs, world);
@@ -356,12 +357,20 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (opt.output == report::OutputMode::group && !junit && !logs)
         ro.output_passage = [&output](std::size_t index) { return output.passage_for(index); };
 
+    if (const auto notice = cli::devices_only_in_env_notice(opt, specs, *pool, slurm.has_value()))
+        status.note(*notice);
     if (!planned->description.empty() && opt.verbosity == 0)
         status.note(std::to_string(specs.size()) + " jobs" + planned->description);
     if (opt.verbosity > 0) {
         status.note(plan_header);
         status.note("jobs contained by " + *containment);
         status.note(lease_text);
+        if (!world.device_env.empty()) {
+            std::string names;
+            for (const auto& name : world.device_env)
+                names += (names.empty() ? "$" : ", $") + name;
+            status.note("each job gets its own devices in " + names + " as well as $PTO_PAR_DEVICES");
+        }
         if (!opt.device_check.empty())
             status.note(check_text(""));
     }

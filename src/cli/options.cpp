@@ -220,6 +220,10 @@ Expected<Options> parse_options(int argc, char** argv)
             break;
         case 'x': o.fail_fast = true; break;
         case 'e':
+            if (std::string_view(arg) == "none") {
+                o.device_env_none = true;
+                break;
+            }
             if (!text::is_env_name(arg))
                 return fail(std::string("invalid value '") + arg +
                             "' for --device-env: expected a variable name like CUDA_VISIBLE_DEVICES");
@@ -416,8 +420,9 @@ Devices and parallelism:
                          on it failed; a device whose check fails is withheld
                          and that job runs again elsewhere, once
       --device-check-timeout SECS  a check's time limit (default 60)
-  -e, --device-env NAME  also give each job its device ids in variable NAME,
-                         e.g. CUDA_VISIBLE_DEVICES (repeatable)
+  -e, --device-env NAME  also give each job its device ids in variable NAME
+                         (repeatable); the variable the pool came from gets
+                         them without -e; -e none: it is left as it was
       --shell PATH       run each line as PATH -c LINE (default /bin/sh)
 
 Failures and limits:

@@ -30,6 +30,7 @@ struct Options {
     std::optional<double> job_timeout_s;
     double dump_grace_s = 2;
     std::vector<std::string> device_env;  // -e NAME, in order, no duplicates
+    bool device_env_none = false;         // -e none: the pool's own variable is not narrowed
     OutputMode output = OutputMode::group;
     std::string json_path;
     std::string junit_path;

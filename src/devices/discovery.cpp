@@ -84,7 +84,11 @@ Expected<DiscoveredPool> from_variable(const std::string& name, std::string_view
         auto ids = parse_device_range(value);
         if (!ids)
             return fail(dollar + ": " + text::printable(ids.error().message));
-        return DiscoveredPool{std::move(*ids), dollar, name, {}};
+        DiscoveredPool pool{std::move(*ids), dollar, name, {}};
+        // Every job gets $PTO_PAR_DEVICES set to its devices anyway.
+        if (name != "PTO_PAR_DEVICES")
+            pool.narrowed = name;
+        return pool;
     }
 
     std::vector<std::string> entries;
@@ -106,7 +110,9 @@ Expected<DiscoveredPool> from_variable(const std::string& name, std::string_view
         ids[i] = static_cast<int>(i);
     const std::string source = dollar + " (" + kind_of_names(entries) + ", as position" +
                                (ids.size() == 1 ? " " : "s ") + format_device_range(ids) + ")";
-    return DiscoveredPool{std::move(ids), source, name, std::move(entries)};
+    DiscoveredPool pool{std::move(ids), source, name, std::move(entries)};
+    pool.narrowed = name;
+    return pool;
 }
 
 // Inside a job of a run whose pool came from device names: the job's own
@@ -138,6 +144,7 @@ std::optional<Expected<DiscoveredPool>> from_outer_run(const GetenvFn& getenv_fn
                     std::to_string(pool->entries.size()) + "; pto-par sets both for its jobs: unset " +
                     device_names_variable + " to use $PTO_PAR_DEVICES alone");
     pool->variable = var;
+    pool->narrowed = var;
     pool->source = dollar + " (" + kind_of_names(pool->entries) + " of the outer run's $" + var + ", as position" +
                    (pool->ids.size() == 1 ? " " : "s ") + format_device_range(pool->ids) + ")";
     return pool;
@@ -156,6 +163,36 @@ int device_number(std::string_view entry, std::string_view prefix)
     for (const char c : digits)
         n = n * 10 + (c - '0');
     return n <= max_device_id ? n : -1;
+}
+
+// Inside a job of a numbered pool: the variable the outer run narrowed
+// ($PTO_PAR_DEVICE_VARIABLE), whose entries are the job's devices in the
+// order of $PTO_PAR_DEVICES, so that this run's jobs get theirs of them.
+// Left alone when its entries do not match the devices one for one.
+void narrow_as_outer_run(const GetenvFn& getenv_fn, DiscoveredPool& pool)
+{
+    const char* var = getenv_fn(device_variable_variable);
+    if (var == nullptr || !text::is_env_name(var) || std::string_view(var) == "PTO_PAR_DEVICES")
+        return;
+    const char* value = getenv_fn(var);
+    if (value == nullptr)
+        return;
+    const auto parts = split_parts(value);
+    if (parts.size() != pool.ids.size())
+        return;
+    pool.narrowed = var;
+    pool.narrowed_entries.assign(parts.begin(), parts.end());
+}
+
+// A pool of /dev nodes: the platform's variable is narrowed, by the
+// positions of the nodes.
+DiscoveredPool from_dev_nodes(std::vector<int> ids, std::string source, const char* variable)
+{
+    DiscoveredPool pool{std::move(ids), std::move(source), {}, {}};
+    pool.narrowed = variable;
+    for (std::size_t i = 0; i < pool.ids.size(); ++i)
+        pool.narrowed_entries.push_back(std::to_string(i));
+    return pool;
 }
 
 struct DevNodes {
@@ -197,6 +234,18 @@ Expected<DevNodes> scan_dev(const std::string& dev_root)
 
 std::string DiscoveredPool::value_for(std::string_view var, std::span<const int> job_ids) const
 {
+    if (!narrowed_entries.empty() && var == narrowed && (entries.empty() || var != variable)) {
+        std::string out;
+        for (const int id : job_ids) {
+            const auto at = std::lower_bound(ids.begin(), ids.end(), id);
+            if (!out.empty())
+                out += ',';
+            // As below: ids always come from this pool.
+            out += at != ids.end() && *at == id ? narrowed_entries[static_cast<std::size_t>(at - ids.begin())]
+                                                : std::to_string(id);
+        }
+        return out;
+    }
     if (entries.empty() || var != variable)
         return format_device_list(job_ids);
     std::string out;
@@ -219,10 +268,14 @@ Expected<DiscoveredPool> discover_devices(const GetenvFn& getenv_fn, const std::
         const char* value = getenv_fn(name);
         if (value == nullptr)
             continue;
-        if (std::string_view(name) == "PTO_PAR_DEVICES")
-            if (auto nested = from_outer_run(getenv_fn, value))
-                return std::move(*nested);
-        return from_variable(name, value);
+        if (std::string_view(name) != "PTO_PAR_DEVICES")
+            return from_variable(name, value);
+        if (auto nested = from_outer_run(getenv_fn, value))
+            return std::move(*nested);
+        auto pool = from_variable(name, value);
+        if (pool)
+            narrow_as_outer_run(getenv_fn, *pool);
+        return pool;
     }
 
     auto nodes = scan_dev(dev_root);
@@ -230,9 +283,15 @@ Expected<DiscoveredPool> discover_devices(const GetenvFn& getenv_fn, const std::
         return tl::unexpected(nodes.error());
     const std::string root = !dev_root.empty() && dev_root.back() == '/' ? dev_root : dev_root + "/";
     if (!nodes->davinci.empty())
-        return DiscoveredPool{std::move(nodes->davinci), root + "davinci*", {}, {}};
-    if (!nodes->nvidia.empty())
-        return DiscoveredPool{std::move(nodes->nvidia), root + "nvidia*", {}, {}};
+        return from_dev_nodes(std::move(nodes->davinci), root + "davinci*", "ASCEND_RT_VISIBLE_DEVICES");
+    if (!nodes->nvidia.empty()) {
+        auto pool = from_dev_nodes(std::move(nodes->nvidia), root + "nvidia*", "CUDA_VISIBLE_DEVICES");
+        // The device files are numbered in PCI bus order; a GPU's position
+        // among them is its CUDA number only in that order.
+        if (getenv_fn("CUDA_DEVICE_ORDER") == nullptr)
+            pool.also_set.emplace_back("CUDA_DEVICE_ORDER=PCI_BUS_ID");
+        return pool;
+    }
     return DiscoveredPool{{}, "nothing found: no devices", {}, {}};
 }
 

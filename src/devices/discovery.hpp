@@ -36,11 +36,26 @@ struct DiscoveredPool {
     // UUIDs, MIG ids), its entries in order; ids are then their positions
     // 0..n-1. Empty when the ids are the variable's own numbers.
     std::vector<std::string> entries;
+    // The variable each job gets narrowed to its own devices unless -e none
+    // (SPEC 8: no two running jobs on one device holds for a CUDA or CANN
+    // program only if it sees its job's devices alone): the one the pool
+    // came from, or the platform's for /dev/davinciN and /dev/nvidiaN.
+    // Empty when nothing says which (-d, $PTO_PAR_DEVICES alone, no pool).
+    std::string narrowed{};
+    // Its entries parallel to ids when they are not the ids' numbers: for
+    // /dev nodes their positions, as the runtime numbers the devices it is
+    // shown (a container given /dev/nvidia2 and /dev/nvidia3 calls them 0
+    // and 1); inside a job, the entries the outer run narrowed it to.
+    std::vector<std::string> narrowed_entries{};
+    // NAME=VALUE also set in each job that gets `narrowed`: CUDA numbers
+    // GPUs fastest first unless told the order of their device files.
+    std::vector<std::string> also_set{};
 
     // The text to put in environment variable `var` for a job holding `ids`:
     // the original entries at those positions when `var` is the variable
     // that named the devices (the runtime reading it wants UUIDs back, not
-    // our positions), else the ids comma-separated.
+    // our positions), `narrowed_entries` when it is `narrowed`, else the ids
+    // comma-separated.
     std::string value_for(std::string_view var, std::span<const int> job_ids) const;
 };
 

@@ -196,7 +196,11 @@ TEST_CASE("/dev/davinciN entries, other davinci names ignored")
     CHECK(p.variable.empty());
     CHECK(p.entries.empty());
     const std::vector<int> ids{3};
-    CHECK(p.value_for("ASCEND_RT_VISIBLE_DEVICES", ids) == "3");
+    // The runtime numbers the devices it is shown from 0: in a container
+    // given davinci0 and davinci3, the second is its device 1.
+    CHECK(p.narrowed == "ASCEND_RT_VISIBLE_DEVICES");
+    CHECK(p.value_for("ASCEND_RT_VISIBLE_DEVICES", ids) == "1");
+    CHECK(p.value_for("OTHER", ids) == "3");
 }
 
 TEST_CASE("/dev/nvidiaN entries, control nodes ignored")
@@ -205,6 +209,49 @@ TEST_CASE("/dev/nvidiaN entries, control nodes ignored")
     const auto p = ok({}, dev.root());
     CHECK(p.ids == std::vector<int>{0, 1});
     CHECK(p.source == dev.root() + "/nvidia*");
+    CHECK(p.narrowed == "CUDA_VISIBLE_DEVICES");
+    CHECK(p.also_set == std::vector<std::string>{"CUDA_DEVICE_ORDER=PCI_BUS_ID"});
+}
+
+TEST_CASE("/dev/nvidiaN in a container shown two of them: CUDA numbers them 0 and 1")
+{
+    const FakeDev dev{"nvidia2", "nvidia3", "nvidiactl"};
+    const auto p = ok({}, dev.root());
+    CHECK(p.ids == std::vector<int>{2, 3});
+    const std::vector<int> last{3};
+    const std::vector<int> both{2, 3};
+    CHECK(p.value_for("CUDA_VISIBLE_DEVICES", last) == "1");
+    CHECK(p.value_for("CUDA_VISIBLE_DEVICES", both) == "0,1");
+    // The device order the user chose is left alone.
+    const auto q = ok({{"CUDA_DEVICE_ORDER", "FASTEST_FIRST"}}, dev.root());
+    CHECK(q.also_set.empty());
+}
+
+TEST_CASE("the variable the pool came from is the one narrowed in each job")
+{
+    CHECK(ok({{"CUDA_VISIBLE_DEVICES", "4,5"}}).narrowed == "CUDA_VISIBLE_DEVICES");
+    CHECK(ok({{"ASCEND_RT_VISIBLE_DEVICES", "1"}}).narrowed == "ASCEND_RT_VISIBLE_DEVICES");
+    CHECK(ok({{"SLURM_JOB_GPUS", "0,1"}}).narrowed == "SLURM_JOB_GPUS");
+    CHECK(ok({{"CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b"}}).narrowed == "CUDA_VISIBLE_DEVICES");
+    // Every job gets $PTO_PAR_DEVICES anyway; nothing found, nothing to narrow.
+    CHECK(ok({{"PTO_PAR_DEVICES", "0-3"}}).narrowed.empty());
+    CHECK(ok({}).narrowed.empty());
+}
+
+TEST_CASE("inside a job of a numbered pool: the variable the outer run narrowed, as it narrowed it")
+{
+    // The outer run's pool came from /dev/nvidia2 and /dev/nvidia3; its
+    // job holds both, as CUDA's 0 and 1.
+    const auto p = ok({{"PTO_PAR_DEVICES", "2,3"}, {"PTO_PAR_DEVICE_NAMES", ""},
+                       {"PTO_PAR_DEVICE_VARIABLE", "CUDA_VISIBLE_DEVICES"}, {"CUDA_VISIBLE_DEVICES", "0,1"}});
+    CHECK(p.ids == std::vector<int>{2, 3});
+    CHECK(p.narrowed == "CUDA_VISIBLE_DEVICES");
+    const std::vector<int> last{3};
+    CHECK(p.value_for("CUDA_VISIBLE_DEVICES", last) == "1");
+    // Not as many entries as devices: not narrowed, never a guess.
+    const auto q = ok({{"PTO_PAR_DEVICES", "2,3"}, {"PTO_PAR_DEVICE_NAMES", ""},
+                       {"PTO_PAR_DEVICE_VARIABLE", "CUDA_VISIBLE_DEVICES"}, {"CUDA_VISIBLE_DEVICES", "0"}});
+    CHECK(q.narrowed.empty());
 }
 
 TEST_CASE("nothing found: an empty pool")

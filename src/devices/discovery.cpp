@@ -74,8 +74,15 @@ Expected<DiscoveredPool> from_variable(const std::string& name, std::string_view
 
     std::string_view a_number;
     std::string_view a_name;
-    for (const auto part : parts)
-        (is_alpha(part.front()) ? a_name : a_number) = part;
+    for (const auto part : parts) {
+        // A number or range starts with a digit (or the '-' of a negative
+        // id, which parse_device_range explains); a name with a letter.
+        const char c = part.front();
+        if (!is_alpha(c) && !(c >= '0' && c <= '9') && c != '-')
+            return fail(dollar + ": neither a device number nor a device name: '" + text::printable(part) +
+                        "' (expected ids like 0,1 or names like GPU-8f2a...)");
+        (is_alpha(c) ? a_name : a_number) = part;
+    }
     if (!a_name.empty() && !a_number.empty())
         return fail(dollar + ": mixes device numbers ('" + text::printable(a_number) + "') and device names ('" +
                     text::printable(a_name) + "'); use one kind");

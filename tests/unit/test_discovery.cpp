@@ -296,6 +296,13 @@ TEST_CASE("bad values are errors naming the variable and the part")
     CHECK(m.find("\\x1b") != std::string::npos);
     CHECK(m.find('\x1b') == std::string::npos);
 
+    // Neither a number nor a name is called neither.
+    for (const char* value : {"GPU-a,../../etc", "../../etc", "0,../../etc"}) {
+        m = err({{"CUDA_VISIBLE_DEVICES", value}});
+        CHECK_MESSAGE(m.find("neither a device number nor a device name: '../../etc'") != std::string::npos, m);
+        CHECK(m.find("device numbers ('../../etc')") == std::string::npos);
+    }
+
     // A bad value stops the search: it is not skipped in favour of the next.
     CHECK(!discover_devices(env_of({{"CUDA_VISIBLE_DEVICES", "zz z"}, {"SLURM_JOB_GPUS", "0"}}), no_dev));
 }

@@ -47,6 +47,16 @@ bool may_be_frame(std::string_view rest)
     return false;
 }
 
+// Whether `line`, whole and without its newline, is a frame: a line that
+// only begins like a marker ("\x1epto-par-ho") is the job's.
+bool is_frame(std::string_view line)
+{
+    if (line.size() > longest_frame)
+        return false;
+    return std::any_of(std::begin(frame_markers), std::end(frame_markers),
+                       [&](std::string_view marker) { return line.starts_with(marker); });
+}
+
 }  // namespace
 
 Helpers::~Helpers()
@@ -203,10 +213,10 @@ void StepState::filter_body()
         from += stop;
         const std::string_view frame = rest.substr(stop);
         const auto nl = frame.find('\n');
-        const bool maybe_frame = may_be_frame(frame.substr(0, nl));
-        if (maybe_frame && nl == std::string_view::npos)
+        if (nl == std::string_view::npos && may_be_frame(frame))
             break;  // the rest of the frame is still to come
-        if (maybe_frame && frame.starts_with(end_marker)) {
+        const bool whole_frame = nl != std::string_view::npos && is_frame(frame.substr(0, nl));
+        if (whole_frame && frame.starts_with(end_marker)) {
             auto parsed = slurm::parse_step_end(frame.substr(end_marker.size(), nl - end_marker.size()));
             if (parsed)
                 end_ = *parsed;
@@ -215,7 +225,7 @@ void StepState::filter_body()
             from += nl + 1;
             continue;
         }
-        if (maybe_frame && !frame.starts_with(slurm::step_header_marker)) {
+        if (whole_frame && !frame.starts_with(slurm::step_header_marker)) {
             take_frame(frame.substr(0, nl));
             from += nl + 1;
             continue;

@@ -109,6 +109,32 @@ TEST_SUITE("slurm_allocation")
         }
     }
 
+    TEST_CASE("a line that is only the start of a frame marker is the job's, before and after the header")
+    {
+        // Every proper prefix of every marker, alone on its line.
+        std::vector<std::string> lines;
+        for (const std::string_view marker : {slurm::step_header_marker, slurm::step_end_marker,
+                                              slurm::step_check_marker, slurm::step_hold_marker})
+            for (std::size_t n = 1; n < marker.size(); ++n)
+                lines.emplace_back(marker.substr(0, n));
+        for (const auto& line : lines) {
+            const std::string job = line + "\n";
+            const std::string stream = job + "\x1epto-par-step 5.0 n1 1\n" + job + "tail";
+            for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
+                runner::StepControl control{"scancel", nullptr, {}};
+                runner::StepState step("n1", control);
+                CAPTURE(line);
+                CAPTURE(cut);
+                std::string out;
+                CHECK_NOTHROW(out = fed_in_two(step, stream, cut));
+                CHECK(out == job + job + "tail");
+                CHECK(step.header());
+                CHECK(step.take_verdicts().empty());
+                CHECK_FALSE(step.holding());
+            }
+        }
+    }
+
     TEST_CASE("without the end frame a step killed by a signal is that signal, after srun's 128+N")
     {
         runner::StepControl control{"scancel", nullptr, {}};

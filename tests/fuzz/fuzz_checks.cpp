@@ -7,6 +7,7 @@
 #include <pto/devices.hpp>
 
 #include "cmdfile/commands_file.hpp"
+#include "runner/slurm_step.hpp"
 
 namespace pto::fuzz {
 
@@ -47,6 +48,26 @@ void check_commands_file(std::string_view text)
             std::abort();
         (void)expand_placeholders(j.command, Placeholders{"0-3", "0,1,2,3", "4", j.label, std::to_string(j.seq), "29500"});
     }
+}
+
+// A step's output stream (srun's lines, the agent's frames, the job's
+// bytes), cut in two where its first byte says: the filter never throws, and
+// a stream with no frame mark and no line of Slurm's is the job's, unchanged.
+void check_step_stream(std::string_view text)
+{
+    const std::size_t cut = text.empty() ? 0 : static_cast<unsigned char>(text[0]) % (text.size() + 1);
+    std::size_t notices = 0;
+    runner::StepControl control{"scancel", nullptr, [&](const std::string&) { ++notices; }};
+    runner::StepState step("n1", control);
+    std::string out(step.filter(text.substr(0, cut)));
+    out += step.filter(text.substr(cut));
+    out += step.take_pending();
+    (void)step.take_verdicts();
+    const bool slurm_line = text.starts_with("srun: ") || text.starts_with("slurmstepd") ||
+                            text.find("\nsrun: ") != std::string_view::npos ||
+                            text.find("\nslurmstepd") != std::string_view::npos;
+    if (text.find('\x1e') == std::string_view::npos && !slurm_line && (out != text || notices != 0))
+        std::abort();
 }
 
 }  // namespace pto::fuzz

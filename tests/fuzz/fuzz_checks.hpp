@@ -9,5 +9,6 @@ namespace pto::fuzz {
 // Each aborts when a promise of the parser under test is broken.
 void check_device_range(std::string_view text);
 void check_commands_file(std::string_view text);
+void check_step_stream(std::string_view text);
 
 }  // namespace pto::fuzz

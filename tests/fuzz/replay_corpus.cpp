@@ -38,3 +38,8 @@ TEST_CASE("the commands-file corpus passes the fuzzer's checks")
 {
     CHECK(replay("commands_file", pto::fuzz::check_commands_file) > 0);
 }
+
+TEST_CASE("the step-stream corpus passes the fuzzer's checks")
+{
+    CHECK(replay("step_stream", pto::fuzz::check_step_stream) > 0);
+}

@@ -25,9 +25,15 @@
 // already unwinding (std::uncaught_exceptions() > 0), or inside any noexcept
 // function such as a destructor at a normal scope exit (`finally: barrier()`) —
 // the suspension point returns at once without communicating (all_gather
-// returns an empty vector), and is_being_killed() is true there. spawn then
-// throws SpawnError, whose errors() hold the root cause only: what escaped a rank
-// while it was being unwound is not a root cause.
+// returns an empty vector), and is_being_killed() is true there. An error a
+// suspension point would throw into its own rank there (a mismatched
+// collective while the rank unwinds its exception) makes the rank stop
+// communicating the same way, and fails the spawn when the rank ends unless
+// the rank's own exception leaves it first. A killed rank that goes on for
+// 100,000 more suspension points is left where it is, named in what(), its
+// remaining destructors never run. spawn then throws SpawnError, whose
+// errors() hold the root cause only: what escaped a rank while it was being
+// unwound is not a root cause.
 //
 // Each rank has its own C++ exception state (the exception a `throw;` rethrows,
 // std::uncaught_exceptions()) and its own floating-point control and exception
@@ -118,11 +124,13 @@ public:
 
     SpawnError(const std::string& message, Errors errors);
 
-    // The root-cause ranks only (usually one); empty for a DeadlockError.
+    // The root-cause ranks only (usually one). For a DeadlockError, what
+    // left the ranks that were unwinding an exception when they blocked
+    // (a `finally: barrier()` after a throw); usually empty.
     const Errors& errors() const noexcept { return *errors_; }
 
     // The failing rank, as torch's ProcessRaisedException.error_index: the
-    // lowest rank of errors(), -1 for a DeadlockError.
+    // lowest rank of errors(), -1 where that is empty.
     int error_index() const noexcept { return errors_->empty() ? -1 : errors_->begin()->first; }
 
 private:
@@ -133,10 +141,13 @@ private:
 // A full round made no progress while ranks remained. what() names each blocked
 // rank (ranges when many wait on the same thing) and what it waits on:
 //     rank 2: barrier #5 (3 of 4 arrived)
+// and then each rank that was unwinding an exception when it blocked:
+//     rank 1 was unwinding the real error when it blocked
 // Every rank was unwound before this was thrown.
 class DeadlockError : public SpawnError {
 public:
     explicit DeadlockError(const std::string& message);
+    DeadlockError(const std::string& message, Errors unwinding);
 };
 
 namespace detail {
@@ -258,7 +269,21 @@ struct Message {
 
 // false: this rank is being unwound and must return without communicating.
 bool arrive(Part& part);
-bool await();
+bool await(Part& part);
+struct Rank;
+// While it lives, the calling rank does a collective's own work (user code
+// such as a copy, with its part registered) and must not suspend: every
+// suspension point throws std::logic_error.
+class Work {
+public:
+    explicit Work(const Part& part);
+    Work(const Work&) = delete;
+    Work& operator=(const Work&) = delete;
+    ~Work();
+
+private:
+    Rank& rank_;
+};
 // Takes back a part this rank registered, when it fails before await().
 void withdraw(Part& part) noexcept;
 void send(Message& message, int dst);
@@ -337,7 +362,7 @@ void all_reduce(std::span<T, Extent> data, ReduceOp op = ReduceOp::sum)
                       .op = op,
                       .data = data.data(),
                       .complete = &detail::reduce_parts<T>};
-    if (detail::arrive(part)) detail::await();
+    if (detail::arrive(part)) detail::await(part);
 }
 
 // Every rank's data becomes rank src's.
@@ -352,7 +377,7 @@ void broadcast(std::span<T, Extent> data, int src)
                       .root = src,
                       .data = data.data(),
                       .complete = &detail::broadcast_parts<T>};
-    if (detail::arrive(part)) detail::await();
+    if (detail::arrive(part)) detail::await(part);
 }
 
 // Every rank's value, indexed by rank.
@@ -369,12 +394,13 @@ std::vector<T> all_gather(const T& value)
     if (!detail::arrive(part)) return {};
     Slots& slots = *static_cast<Slots*>(part.store.get());
     try {
+        const detail::Work work(part);
         slots[static_cast<std::size_t>(get_rank())].emplace(value);
     } catch (...) {
         detail::withdraw(part);
         throw;
     }
-    if (!detail::await()) return {};
+    if (!detail::await(part)) return {};
     std::vector<T> gathered;
     gathered.reserve(slots.size());
     for (const auto& slot : slots) gathered.push_back(*slot);

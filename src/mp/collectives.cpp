@@ -41,10 +41,10 @@ Collectives::Collectives(Scheduler& scheduler, std::span<Rank> ranks)
 // arrives, before it registers, so that a caught error leaves nothing behind.
 // The error is that rank's when it is at fault; when only ranks that wait
 // are, it is theirs and ends the spawn.
-void Collectives::check_overlap(Rank& me, const Part& part)
+bool Collectives::check_overlap(Rank& me, const Part& part)
 {
     const int nprocs = scheduler_.size();
-    if (part.data == nullptr || nprocs < 2) return;
+    if (part.data == nullptr || nprocs < 2) return true;
     struct Buffer {
         std::uintptr_t begin, end;
         int rank;
@@ -80,21 +80,28 @@ void Collectives::check_overlap(Rank& me, const Part& part)
         }
         if (buffers[i].end > buffers[reach].end) reach = i;
     }
-    if (error.empty()) return;
-    if (std::find(at_fault.begin(), at_fault.end(), me.id) != at_fault.end()) throw std::invalid_argument(error);
+    if (error.empty()) return true;
+    if (std::find(at_fault.begin(), at_fault.end(), me.id) != at_fault.end()) {
+        scheduler_.throw_or_keep(me, std::invalid_argument(error));
+        return false;
+    }
     std::sort(at_fault.begin(), at_fault.end());
     at_fault.erase(std::unique(at_fault.begin(), at_fault.end()), at_fault.end());
     scheduler_.fail_others(me, std::move(at_fault),
                            std::make_exception_ptr(std::invalid_argument(error)));
+    return false;
 }
 
-void Collectives::arrive(Rank& me, Part& part)
+bool Collectives::arrive(Rank& me, Part& part)
 {
     const int nprocs = scheduler_.size();
-    if (part.kind == Kind::broadcast && (part.root < 0 || part.root >= nprocs))
-        throw std::invalid_argument("broadcast: src " + std::to_string(part.root) + " is not a rank of this spawn (" +
-                                    std::to_string(nprocs) + " ranks)");
-    if (arrived_ + 1 == nprocs) check_overlap(me, part);
+    if (part.kind == Kind::broadcast && (part.root < 0 || part.root >= nprocs)) {
+        scheduler_.throw_or_keep(me, std::invalid_argument("broadcast: src " + std::to_string(part.root) +
+                                                           " is not a rank of this spawn (" + std::to_string(nprocs) +
+                                                           " ranks)"));
+        return false;
+    }
+    if (arrived_ + 1 == nprocs && !check_overlap(me, part)) return false;
     if (arrived_ == 0) {
         // Allocate before opening, so that a bad_alloc leaves nothing half done.
         auto store = part.make_store ? part.make_store(nprocs) : nullptr;
@@ -107,14 +114,17 @@ void Collectives::arrive(Rank& me, Part& part)
         std::vector<int> matching;
         for (int r = 0; r < nprocs; ++r)
             if (parts_[static_cast<std::size_t>(r)] != nullptr) matching.push_back(r);
-        throw std::logic_error("mismatched collectives at step " + std::to_string(step_) + ": " +
-                               rank_list(matching) + " called " + describe_call(*first_) + ", rank " +
-                               std::to_string(me.id) + " called " + describe_call(part));
+        scheduler_.throw_or_keep(me, std::logic_error("mismatched collectives at step " + std::to_string(step_) +
+                                                      ": " + rank_list(matching) + " called " +
+                                                      describe_call(*first_) + ", rank " + std::to_string(me.id) +
+                                                      " called " + describe_call(part)));
+        return false;
     }
     part.store = store_;
     parts_[static_cast<std::size_t>(me.id)] = &part;
     ++arrived_;
     me.wait = CollectiveWait{&part};
+    return true;
 }
 
 // The collective stays open for the other ranks, as if this one had not come:

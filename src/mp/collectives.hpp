@@ -20,8 +20,10 @@ class Collectives final : public Activity {
 public:
     Collectives(Scheduler& scheduler, std::span<Rank> ranks);
 
-    // Registers `part` of rank `me`, or throws naming the mismatch.
-    void arrive(Rank& me, Part& part);
+    // Registers `part` of rank `me`, or throws naming the mismatch; false
+    // where that cannot be thrown (Scheduler::throw_or_keep) and nothing was
+    // registered.
+    bool arrive(Rank& me, Part& part);
     // Takes back a part registered by a rank that failed before it waited.
     void withdraw(Rank& me, Part& part) noexcept;
 
@@ -32,7 +34,7 @@ public:
     std::string describe(const Part& part) const;
 
 private:
-    void check_overlap(Rank& me, const Part& part);
+    bool check_overlap(Rank& me, const Part& part);
     void close() noexcept;
 
     Scheduler& scheduler_;

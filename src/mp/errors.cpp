@@ -11,4 +11,9 @@ SpawnError::SpawnError(const std::string& message, Errors errors)
 
 DeadlockError::DeadlockError(const std::string& message) : SpawnError(message, {}) {}
 
+DeadlockError::DeadlockError(const std::string& message, Errors unwinding)
+    : SpawnError(message, std::move(unwinding))
+{
+}
+
 }  // namespace pto::mp

@@ -3,6 +3,7 @@
 // the way its search phase does, without throwing anything.
 #include "mp/kill_check.hpp"
 
+#include <dlfcn.h>
 #include <unwind.h>
 
 #include <cstdint>
@@ -119,9 +120,76 @@ std::size_t encoded_size(unsigned char encoding)
 
 enum class Verdict { go_on, caught, terminates, unknown };
 
-// What a throw of `killed` does on reaching this frame at `ip`.
+// Whether [address, address + size) lies inside a loaded object's segment,
+// so that reading it cannot fault.
+bool mapped(std::uintptr_t address, std::size_t size)
+{
+    Dl_info info;
+    return dladdr(reinterpret_cast<void*>(address), &info) != 0 &&
+           dladdr(reinterpret_cast<void*>(address + size - 1), &info) != 0;
+}
+
+// Clang gives a noexcept function a catch-all landing pad that runs the
+// frame's destructors and calls __clang_call_terminate (push; call
+// __cxa_begin_catch; call std::terminate): a catch (...) in the tables, the
+// end of the program in fact. That helper is hidden in every object that
+// uses it, so it is known by its shape, as the target of a `call rel32`
+// among the pad's first bytes, reached before any call to the
+// __cxa_begin_catch it calls itself, which a real handler's pad makes first
+// after its destructors. x86-64 only; elsewhere such a pad reads as a handler.
+bool is_terminate_pad(std::uintptr_t pad)
+{
+#if defined(__x86_64__)
+    constexpr std::size_t window = 96;  // a pad's destructor calls, then the call
+    if (!mapped(pad, window + 5)) return false;
+    const auto* code = reinterpret_cast<const unsigned char*>(pad);
+    constexpr unsigned char endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+    const auto call_target = [](const unsigned char* call) {
+        std::int32_t displacement = 0;
+        std::memcpy(&displacement, call + 1, sizeof displacement);
+        return reinterpret_cast<std::uintptr_t>(call) + 5 +
+               static_cast<std::uintptr_t>(static_cast<std::intptr_t>(displacement));
+    };
+    std::uintptr_t earlier[window];  // the targets of the calls before
+    std::size_t calls = 0;
+    for (std::size_t i = 0; i < window; ++i) {
+        if (code[i] != 0xe8) continue;  // call rel32
+        const std::uintptr_t target = call_target(code + i);
+        if (!mapped(target, 16)) continue;
+        const auto* callee = reinterpret_cast<const unsigned char*>(target);
+        if (std::memcmp(callee, endbr64, sizeof endbr64) == 0) callee += sizeof endbr64;
+        // push %rax; call rel32; call rel32
+        if (callee[0] == 0x50 && callee[1] == 0xe8 && callee[6] == 0xe8) {
+            const std::uintptr_t begin_catch = call_target(callee + 1);
+            for (std::size_t c = 0; c < calls; ++c)
+                if (earlier[c] == begin_catch) return false;
+            return true;
+        }
+        earlier[calls++] = target;
+    }
+#else
+    static_cast<void>(pad);
+#endif
+    return false;
+}
+
+// Whether a handler of `type` takes an exception `thrown` at `object`.
+bool catches(const std::type_info& type, const std::type_info& thrown, void* object)
+{
+    if (&type == &thrown || type == thrown) return true;
+#if defined(__GLIBCXX__)
+    // Base classes, as the personality routine matches them.
+    void* adjusted = object;
+    return type.__do_catch(&thrown, &adjusted, 1);
+#else
+    static_cast<void>(object);
+    return false;
+#endif
+}
+
+// What a throw of `thrown` does on reaching this frame at `ip`.
 Verdict frame_verdict(const unsigned char* lsda, std::uintptr_t region_start, std::uintptr_t ip,
-                      const std::type_info& killed)
+                      const std::type_info& thrown, void* object)
 {
     Reader r(lsda);
     const unsigned char lpstart_encoding = r.byte();
@@ -157,11 +225,8 @@ Verdict frame_verdict(const unsigned char* lsda, std::uintptr_t region_start, st
                 Reader t(ttype_base - static_cast<std::uintptr_t>(filter) * size);
                 std::uintptr_t type = 0;
                 if (!t.pointer(ttype_encoding, type)) return Verdict::unknown;
-                // A catch of any other type cannot match: the kill's type is
-                // private to pto::mp and derives from nothing.
-                if (type == 0 || reinterpret_cast<const std::type_info*>(type) == &killed ||
-                    *reinterpret_cast<const std::type_info*>(type) == killed)
-                    return Verdict::caught;
+                if (type == 0) return is_terminate_pad(lpstart + landing_pad) ? Verdict::terminates : Verdict::caught;
+                if (catches(*reinterpret_cast<const std::type_info*>(type), thrown, object)) return Verdict::caught;
             } else if (filter < 0) {
                 // An exception specification: noexcept, or a throw(...) list
                 // that cannot name the kill's private type.
@@ -177,7 +242,8 @@ Verdict frame_verdict(const unsigned char* lsda, std::uintptr_t region_start, st
 }
 
 struct Walk {
-    const std::type_info* killed;
+    const std::type_info* thrown;
+    void* object;
     Verdict verdict = Verdict::unknown;
 };
 
@@ -191,7 +257,7 @@ _Unwind_Reason_Code visit(_Unwind_Context* context, void* arg)
     if (before_instruction == 0) --ip;
     const auto* lsda = static_cast<const unsigned char*>(_Unwind_GetLanguageSpecificData(context));
     if (lsda == nullptr) return _URC_NO_REASON;
-    const Verdict verdict = frame_verdict(lsda, _Unwind_GetRegionStart(context), ip, *walk.killed);
+    const Verdict verdict = frame_verdict(lsda, _Unwind_GetRegionStart(context), ip, *walk.thrown, walk.object);
     if (verdict == Verdict::go_on) return _URC_NO_REASON;
     walk.verdict = verdict;
     return _URC_END_OF_STACK;
@@ -199,9 +265,9 @@ _Unwind_Reason_Code visit(_Unwind_Context* context, void* arg)
 
 }  // namespace
 
-bool throw_would_be_caught(const std::type_info& killed)
+bool throw_would_be_caught(const std::type_info& thrown, void* object)
 {
-    Walk walk{&killed};
+    Walk walk{&thrown, object};
     _Unwind_Backtrace(&visit, &walk);
     return walk.verdict == Verdict::caught;
 }

@@ -14,28 +14,37 @@ Mailbox::Mailbox(Scheduler& scheduler, std::span<Rank> ranks) : scheduler_(sched
     matches_.reserve(ranks.size() / 2);
 }
 
-void Mailbox::check_peer(const Rank& me, int peer, const char* call) const
+bool Mailbox::check_peer(Rank& me, int peer, const char* call)
 {
     const int nprocs = scheduler_.size();
-    if (peer < 0 || peer >= nprocs)
-        throw std::invalid_argument(std::string(call) + ": rank " + std::to_string(peer) +
-                                    " is not a rank of this spawn (" + std::to_string(nprocs) + " ranks)");
-    if (peer == me.id)
-        throw std::invalid_argument(std::string(call) + ": rank " + std::to_string(peer) + " names itself");
+    if (peer < 0 || peer >= nprocs) {
+        scheduler_.throw_or_keep(me, std::invalid_argument(std::string(call) + ": rank " + std::to_string(peer) +
+                                                           " is not a rank of this spawn (" +
+                                                           std::to_string(nprocs) + " ranks)"));
+        return false;
+    }
+    if (peer == me.id) {
+        scheduler_.throw_or_keep(me, std::invalid_argument(std::string(call) + ": rank " + std::to_string(peer) +
+                                                           " names itself"));
+        return false;
+    }
+    return true;
 }
 
 void Mailbox::send(Rank& me, Message& message, int dst)
 {
-    check_peer(me, dst, "send");
-    if (!scheduler_.may_suspend(me)) return;
+    if (!check_peer(me, dst, "send") || !scheduler_.may_suspend(me, "send")) return;
     Rank& receiver = ranks_[static_cast<std::size_t>(dst)];
     const auto* wanted = std::get_if<RecvWait>(&receiver.wait);
     if (receiver.state == Rank::State::blocked && wanted != nullptr && wanted->peer == me.id) {
         const Message& in = *wanted->message;
-        if (*in.type != *message.type || in.count != message.count)
-            throw std::logic_error("mismatched send/recv: rank " + std::to_string(me.id) + " sends " +
-                                   describe_elements(message.count, *message.type) + " to rank " +
-                                   std::to_string(dst) + ", which receives " + describe_elements(in.count, *in.type));
+        if (*in.type != *message.type || in.count != message.count) {
+            scheduler_.throw_or_keep(me, std::logic_error("mismatched send/recv: rank " + std::to_string(me.id) +
+                                                          " sends " + describe_elements(message.count, *message.type) +
+                                                          " to rank " + std::to_string(dst) + ", which receives " +
+                                                          describe_elements(in.count, *in.type)));
+            return;
+        }
         matches_.emplace_back(&me, &receiver);
     }
     me.wait = SendWait{dst, &message};
@@ -44,16 +53,19 @@ void Mailbox::send(Rank& me, Message& message, int dst)
 
 void Mailbox::recv(Rank& me, Message& message, int src)
 {
-    check_peer(me, src, "recv");
-    if (!scheduler_.may_suspend(me)) return;
+    if (!check_peer(me, src, "recv") || !scheduler_.may_suspend(me, "recv")) return;
     Rank& sender = ranks_[static_cast<std::size_t>(src)];
     const auto* offered = std::get_if<SendWait>(&sender.wait);
     if (sender.state == Rank::State::blocked && offered != nullptr && offered->peer == me.id) {
         const Message& out = *offered->message;
-        if (*out.type != *message.type || out.count != message.count)
-            throw std::logic_error("mismatched send/recv: rank " + std::to_string(me.id) + " receives " +
-                                   describe_elements(message.count, *message.type) + " from rank " +
-                                   std::to_string(src) + ", which sends " + describe_elements(out.count, *out.type));
+        if (*out.type != *message.type || out.count != message.count) {
+            scheduler_.throw_or_keep(me, std::logic_error("mismatched send/recv: rank " + std::to_string(me.id) +
+                                                          " receives " +
+                                                          describe_elements(message.count, *message.type) +
+                                                          " from rank " + std::to_string(src) + ", which sends " +
+                                                          describe_elements(out.count, *out.type)));
+            return;
+        }
         matches_.emplace_back(&sender, &me);
     }
     me.wait = RecvWait{src, &message};

@@ -31,7 +31,8 @@ public:
     std::string describe(const RecvWait& wait) const;
 
 private:
-    void check_peer(const Rank& me, int peer, const char* call) const;
+    // false where the error could not be thrown (Scheduler::throw_or_keep).
+    bool check_peer(Rank& me, int peer, const char* call);
     std::string peer_note(int peer) const;
 
     Scheduler& scheduler_;

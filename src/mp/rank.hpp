@@ -8,7 +8,10 @@
 
 #include <pto/mp.hpp>
 
+#include <cstddef>
+#include <exception>
 #include <variant>
+#include <vector>
 
 namespace pto::mp::detail {
 
@@ -36,7 +39,23 @@ struct Rank {
     int id = 0;
     State state = State::ready;
     bool started = false;
+    // Its suspension points return at once, or throw the kill: the spawn is
+    // ending, or the rank met an error it could not be thrown while it unwound.
     bool killed = false;
+    // Blocked while unwinding an exception: should the spawn deadlock, that
+    // exception, if it leaves the rank, is kept.
+    bool blocked_unwinding = false;
+    // The collective whose own work it is doing (all_gather's copy of its
+    // value), where it must not suspend; null elsewhere.
+    const char* working = nullptr;
+    // The last suspension point it reached, and how many since it was killed.
+    const char* last_point = nullptr;
+    std::size_t points_since_killed = 0;
+    // An error found at a suspension point while the rank unwound, which
+    // would have ended the program if thrown: the spawn's failure, unless an
+    // exception of its own leaves the rank.
+    std::vector<int> pending_ranks;
+    std::exception_ptr pending_error;
     Wait wait;
     Stack stack;
     Context context;

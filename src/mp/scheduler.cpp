@@ -1,6 +1,7 @@
 #include "mp/scheduler.hpp"
 
 #include "mp/kill_check.hpp"
+#include "mp/messages.hpp"
 
 // A rank finds its scheduler through its world.
 #include "mp/world.hpp"
@@ -94,7 +95,7 @@ Outcome Scheduler::run(std::optional<Clock::time_point> deadline)
         woken_.clear();
         if (round_.empty()) {
             if (finished_ == size()) return Completed{};
-            return end_early(Deadlocked{report_(Stall::blocked)});
+            return end_early(Deadlocked{report_(Stall::blocked), {}});
         }
         // The ranks of the round pass control straight to one another; only the
         // last comes back here.
@@ -108,7 +109,7 @@ Outcome Scheduler::run(std::optional<Clock::time_point> deadline)
         if (progress_ || !someone_stopped) {
             idle_rounds_ = 0;
         } else if (yield_only_rounds_ != 0 && ++idle_rounds_ >= yield_only_rounds_) {
-            return end_early(Deadlocked{report_(Stall::spinning)});
+            return end_early(Deadlocked{report_(Stall::spinning), {}});
         }
         progress_ = false;
         if (deadline && finished_ < size() && Clock::now() >= *deadline) return Paused{};
@@ -121,6 +122,14 @@ Outcome Scheduler::end_early(Outcome outcome) noexcept
 {
     unwind_started_ranks();
     if (exiting_ != nullptr) return ThreadExit{exiting_->context.suspended_eh_state()};
+    if (auto* failed = std::get_if<Failed>(&outcome)) failed->notes = notes_;
+    if (auto* deadlocked = std::get_if<Deadlocked>(&outcome)) {
+        for (const auto& [rank, error] : unwound_)
+            deadlocked->report += "\n  rank " + std::to_string(rank) + " was unwinding " +
+                                  describe_exception(error) + " when it blocked";
+        deadlocked->report += notes_;
+        deadlocked->errors = unwound_;
+    }
     return outcome;
 }
 
@@ -139,21 +148,33 @@ Context& Scheduler::rank_main(void* arg) noexcept
 
 void Scheduler::run_body(Rank& me) noexcept
 {
+    std::exception_ptr escaped;
     try {
         fn_(me.id);
     } catch (const RankKilled&) {
-        // Unwound because the spawn ended; not an error of this rank.
+        // Unwound because the spawn ended, or after an error kept in
+        // pending_error; not an error of its own.
     } catch (abi::__forced_unwind&) {
         // pthread_exit (or cancellation): the unwinding must go on, and it can
         // only end on the thread's own stack; this rank's part is done.
         hand_over_thread_exit(me);
     } catch (...) {
-        // Only the first failure ends the spawn; anything that escapes a rank
-        // being unwound is a consequence of it.
-        if (!me.killed && !stopping_) {
-            failure_ = Failed{{me.id}, std::current_exception()};
-            stopping_ = true;
+        escaped = std::current_exception();
+    }
+    // Only the first failure ends the spawn; anything that escapes a rank
+    // being unwound is a consequence of it, except an exception it was
+    // already unwinding when the spawn deadlocked.
+    if (!stopping_) {
+        if (escaped) {
+            failure_ = Failed{{me.id}, escaped, {}};
+        } else if (me.pending_error) {
+            failure_ = Failed{me.pending_ranks, me.pending_error, {}};
+        } else {
+            return;
         }
+        stopping_ = true;
+    } else if (escaped && me.blocked_unwinding && !failure_) {
+        unwound_.emplace(me.id, escaped);
     }
 }
 
@@ -193,43 +214,103 @@ void Scheduler::switch_away(Rank& me) noexcept
     running = self;
 }
 
+// A throw in a rank that unwinds an exception ends the program unless a
+// handler inside the destructor that runs takes it; that is not worth
+// telling apart.
+bool Scheduler::may_throw(const std::type_info& type, void* object)
+{
+    return std::uncaught_exceptions() == 0 && throw_would_be_caught(type, object);
+}
+
+void Scheduler::keep(Rank& me, std::vector<int> ranks, std::exception_ptr error) noexcept
+{
+    if (!me.pending_error) {
+        me.pending_ranks = std::move(ranks);
+        me.pending_error = std::move(error);
+    }
+    me.killed = true;
+}
+
 // A rank being unwound never suspends again. It gets the kill (again, if it
 // swallowed it with catch (...)) where a throw reaches a handler; where it
 // would end the program instead, in a destructor run by unwinding or at a
 // noexcept boundary such as any destructor at a normal scope exit, the
 // suspension point returns at once.
-bool Scheduler::may_suspend(Rank& me)
+bool Scheduler::may_suspend(Rank& me, const char* point)
 {
+    me.last_point = point;
+    if (me.working != nullptr) {
+        throw_or_keep(me, std::logic_error(std::string("pto::mp::") + point + "() called inside " + me.working +
+                                           "'s copy of its value; a rank cannot suspend inside a collective"));
+        return false;
+    }
     if (!me.killed) return true;
-    if (std::uncaught_exceptions() == 0 && throw_would_be_caught(typeid(RankKilled))) throw RankKilled{};
+    if (++me.points_since_killed >= points_after_kill) abandon(me);
+    RankKilled kill;
+    if (may_throw(typeid(RankKilled), &kill)) throw kill;
     return false;
+}
+
+// Its stack stays as it is, with whatever it holds, until the spawn unmaps it:
+// nothing else would end the spawn. The failure is the spawn's first, or else
+// what the rank kept.
+void Scheduler::abandon(Rank& me) noexcept
+{
+    if (!stopping_) {
+        if (me.pending_error)
+            failure_ = Failed{me.pending_ranks, me.pending_error, {}};
+        else
+            failure_ = Failed{{me.id}, std::make_exception_ptr(std::runtime_error(
+                                           "pto::mp: rank went on communicating after an error")),
+                              {}};
+        stopping_ = true;
+    }
+    // Nothing is allocated on the way out if this fails: the note is a courtesy.
+    try {
+        notes_ += "\n  rank " + std::to_string(me.id) + " would not stop when killed: it reached " +
+                  std::to_string(points_after_kill) + " more suspension points, the last " + me.last_point +
+                  "(); it was left there, its destructors not run";
+    } catch (...) {
+    }
+    me.state = Rank::State::finished;
+    ++finished_;
+    me.context.switch_to(main_);
+    // Nothing resumes a rank that was left.
+    std::abort();
 }
 
 void Scheduler::yield(Rank& me)
 {
-    if (!may_suspend(me)) return;
+    if (!may_suspend(me, "yield")) return;
     yielded_.push_back(&me);
     switch_away(me);
-    may_suspend(me);
+    may_suspend(me, "yield");
 }
 
 bool Scheduler::block(Rank& me)
 {
     me.state = Rank::State::blocked;
+    me.blocked_unwinding = std::uncaught_exceptions() > 0;
     progress_ = true;
     switch_away(me);
     me.wait = std::monostate{};
-    return may_suspend(me);
+    return may_suspend(me, me.last_point);
 }
 
 void Scheduler::fail_others(Rank& me, std::vector<int> ranks, std::exception_ptr error)
 {
+    // A rank unwinding its own exception stays the root cause.
+    if (std::uncaught_exceptions() > 0) {
+        keep(me, std::move(ranks), std::move(error));
+        return;
+    }
     if (!stopping_) {
-        failure_ = Failed{std::move(ranks), std::move(error)};
+        failure_ = Failed{std::move(ranks), std::move(error), {}};
         stopping_ = true;
     }
     me.killed = true;
-    throw RankKilled{};
+    RankKilled kill;
+    if (may_throw(typeid(RankKilled), &kill)) throw kill;
 }
 
 bool Scheduler::runs_here() const noexcept

@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <typeinfo>
 #include <variant>
 #include <vector>
 
@@ -29,9 +30,12 @@ struct Completed {};
 struct Failed {
     std::vector<int> ranks;  // ascending; usually one
     std::exception_ptr error;
+    std::string notes;  // lines about ranks that would not stop, each "\n  ..."
 };
 struct Deadlocked {
     std::string report;
+    // What left the ranks that were unwinding an exception when they blocked.
+    SpawnError::Errors errors;
 };
 // The time budget of a stepped run was spent; run() again to go on.
 struct Paused {};
@@ -82,16 +86,30 @@ public:
     // The running rank's spawn is ending and it is being unwound.
     static bool being_killed() noexcept;
 
-    // Called by the rank `me` on its own stack. false from may_suspend and
-    // block: the rank is being unwound and must return without communicating.
-    bool may_suspend(Rank& me);
+    // Called by the rank `me` on its own stack at the suspension point named
+    // `point`. false from may_suspend and block: the rank is being unwound,
+    // or must not communicate, and returns at once.
+    bool may_suspend(Rank& me, const char* point);
     void yield(Rank& me);
     bool block(Rank& me);
     // Makes a blocked rank run in the next round; from an activity.
     void wake(Rank& rank);
+    // Throws `error`, the calling rank's own mistake at a suspension point,
+    // where a handler takes it. Where the throw would end the program
+    // instead (the rank unwinds an exception, or a noexcept frame comes
+    // first) the rank stops communicating, its suspension points return at
+    // once, and `error` fails the spawn when the rank ends, unless an
+    // exception of its own leaves it. The caller then returns.
+    template <class E>
+    void throw_or_keep(Rank& me, E error)
+    {
+        if (may_throw(typeid(E), &error)) throw error;
+        keep(me, {me.id}, std::make_exception_ptr(std::move(error)));
+    }
     // Ends the spawn for an error of suspended ranks, found by another; the
-    // calling rank `me` is then unwound (RankKilled is thrown).
-    [[noreturn]] void fail_others(Rank& me, std::vector<int> ranks, std::exception_ptr error);
+    // calling rank `me` is then unwound: RankKilled is thrown where it can
+    // be, and otherwise the caller returns.
+    void fail_others(Rank& me, std::vector<int> ranks, std::exception_ptr error);
     // Whether the rank running on this thread is one of this spawn's.
     bool runs_here() const noexcept;
 
@@ -101,7 +119,15 @@ public:
     std::size_t idle_rounds() const noexcept { return idle_rounds_; }
     std::span<Rank* const> yielded() const noexcept { return yielded_; }
 
+    // A killed rank reaching this many suspension points goes on for ever
+    // (a retry loop around a swallowed kill, a destructor waiting for a
+    // peer): it is left where it is and named.
+    static constexpr std::size_t points_after_kill = 100'000;
+
 private:
+    static bool may_throw(const std::type_info& type, void* object);
+    void keep(Rank& me, std::vector<int> ranks, std::exception_ptr error) noexcept;
+    [[noreturn]] void abandon(Rank& me) noexcept;
     void run_body(Rank& me) noexcept;
     [[noreturn]] void hand_over_thread_exit(Rank& me) noexcept;
     Outcome end_early(Outcome outcome) noexcept;
@@ -127,6 +153,8 @@ private:
     bool stopping_ = false;  // a rank failed or the ranks are being unwound
     std::optional<Failed> failure_;
     Rank* exiting_ = nullptr;  // a rank that called pthread_exit
+    SpawnError::Errors unwound_;  // see Deadlocked::errors
+    std::string notes_;           // see Failed::notes
 
     // A rank that only yields while another is blocked or has returned may be
     // waiting for something only that rank could do: after this many rounds

@@ -33,7 +33,7 @@ constexpr std::size_t min_stack_bytes = 16 * 1024;
         errors.emplace(rank, failed.error);
     }
     throw SpawnError("spawn failed on ranks [" + ranks + "]: rank " + std::to_string(failed.ranks.front()) +
-                         " raised " + detail::describe_exception(failed.error),
+                         " raised " + detail::describe_exception(failed.error) + failed.notes,
                      std::move(errors));
 }
 
@@ -41,7 +41,7 @@ void finish(std::unique_ptr<detail::World>& world, const detail::Outcome& outcom
 {
     world.reset();  // unmap the stacks before anything is thrown
     if (const auto* failed = std::get_if<detail::Failed>(&outcome)) throw_failure(*failed);
-    if (const auto* deadlock = std::get_if<detail::Deadlocked>(&outcome)) throw DeadlockError(deadlock->report);
+    if (const auto* deadlock = std::get_if<detail::Deadlocked>(&outcome)) throw DeadlockError(deadlock->report, deadlock->errors);
     if (const auto* exit = std::get_if<detail::ThreadExit>(&outcome)) detail::continue_thread_exit(*exit);
 }
 
@@ -123,7 +123,7 @@ void yield()
 void barrier()
 {
     detail::Part part{.kind = detail::Kind::barrier};
-    if (detail::arrive(part)) detail::await();
+    if (detail::arrive(part)) detail::await(part);
 }
 
 namespace detail {
@@ -131,15 +131,29 @@ namespace detail {
 bool arrive(Part& part)
 {
     Rank& me = Scheduler::current(kind_name(part.kind));
-    if (!me.world->scheduler().may_suspend(me)) return false;
-    me.world->collectives().arrive(me, part);
-    return true;
+    return me.world->scheduler().may_suspend(me, kind_name(part.kind)) && me.world->collectives().arrive(me, part);
 }
 
-bool await()
+bool await(Part& part)
 {
     Rank& me = Scheduler::current("await");
+    // Refused a suspension point inside the collective's own work where that
+    // could not be thrown: it stops communicating.
+    if (me.killed) {
+        me.world->collectives().withdraw(me, part);
+        return false;
+    }
     return me.world->scheduler().block(me);
+}
+
+Work::Work(const Part& part) : rank_(Scheduler::current(kind_name(part.kind)))
+{
+    rank_.working = kind_name(part.kind);
+}
+
+Work::~Work()
+{
+    rank_.working = nullptr;
 }
 
 void withdraw(Part& part) noexcept

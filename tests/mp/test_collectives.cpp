@@ -311,6 +311,85 @@ TEST_SUITE("mp.collectives")
         SUBCASE("a single rank") { CHECK(gather_with_retries(1, {0}) == std::vector<std::vector<int>>{{0}}); }
     }
 
+    TEST_CASE("a suspension point inside all_gather's copy of the value is refused in that rank")
+    {
+        // The copy runs while the rank's part is registered: were it to
+        // suspend, the collective could complete under it.
+        struct Yields {
+            int value;
+            explicit Yields(int v) : value(v) {}
+            Yields(const Yields& other) : value(other.value)
+            {
+                if (mp::get_rank() == 0) mp::yield();
+            }
+        };
+        const std::string refused = "spawn failed on ranks [0]: rank 0 raised pto::mp::yield() called inside "
+                                    "all_gather's copy of its value; a rank cannot suspend inside a collective";
+        CHECK(spawn_failure(
+                  [](int rank) {
+                      const auto all = mp::all_gather(Yields(rank + 100));
+                      mp::barrier();
+                  },
+                  2) == refused);
+        struct Receives {
+            int value;
+            explicit Receives(int v) : value(v) {}
+            Receives(const Receives& other) : value(other.value)
+            {
+                if (mp::get_rank() == 0) {
+                    int v[1] = {};
+                    mp::recv(std::span(v), 1);
+                }
+            }
+        };
+        CHECK(spawn_failure(
+                  [](int rank) {
+                      const auto all = mp::all_gather(Receives(rank));
+                      if (rank == 1) {
+                          int v[1] = {42};
+                          mp::send(std::span(v), 0);
+                      }
+                  },
+                  2) == "spawn failed on ranks [0]: rank 0 raised pto::mp::recv() called inside all_gather's copy "
+                        "of its value; a rank cannot suspend inside a collective");
+        struct Gathers {
+            int value;
+            explicit Gathers(int v) : value(v) {}
+            Gathers(const Gathers& other) : value(other.value)
+            {
+                if (mp::get_rank() == 1) (void)mp::all_gather(Gathers(0));
+            }
+        };
+        CHECK(spawn_failure([](int rank) { (void)mp::all_gather(Gathers(rank)); }, 2) ==
+              "spawn failed on ranks [1]: rank 1 raised pto::mp::all_gather() called inside all_gather's copy "
+              "of its value; a rank cannot suspend inside a collective");
+    }
+
+    TEST_CASE("a copy in all_gather that catches the refusal completes the collective")
+    {
+        struct Tries {
+            int value;
+            explicit Tries(int v) : value(v) {}
+            Tries(const Tries& other) : value(other.value)
+            {
+                try {
+                    mp::barrier();
+                } catch (const std::logic_error&) {
+                }
+            }
+        };
+        std::vector<int> sums(3);
+        mp::spawn(
+            [&](int rank) {
+                int total = 0;
+                for (const Tries& t : mp::all_gather(Tries(rank))) total += t.value;
+                sums[static_cast<std::size_t>(rank)] = total;
+                mp::barrier();
+            },
+            3);
+        CHECK(sums == std::vector<int>(3, 3));
+    }
+
     TEST_CASE("ranks that pass the same or overlapping buffers fail with a message")
     {
         static std::array<int, 8> shared{};

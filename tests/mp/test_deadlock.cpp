@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <pto/mp.hpp>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,32 @@ TEST_SUITE("mp.deadlock")
                         "  rank 0: recv(1 x int) from rank 1\n"
                         "  rank 1: all_gather #1 (int; 1 of 3 arrived)\n"
                         "  rank 2: returned");
+    }
+
+    TEST_CASE("an exception a rank was unwinding when the spawn deadlocked is kept and shown")
+    {
+        struct SyncOnExit {
+            ~SyncOnExit() { mp::barrier(); }
+        };
+        try {
+            mp::spawn(
+                [](int rank) {
+                    const SyncOnExit sync;
+                    if (rank == 1) throw std::runtime_error("the real error");
+                    int v[1] = {};
+                    mp::recv(std::span(v), 1);
+                },
+                2);
+            FAIL("spawn did not throw");
+        } catch (const mp::DeadlockError& e) {
+            CHECK(std::string(e.what()) == "spawn deadlocked: 2 of 2 ranks blocked, none can proceed\n"
+                                           "  rank 0: recv(1 x int) from rank 1\n"
+                                           "  rank 1: barrier #1 (1 of 2 arrived)\n"
+                                           "  rank 1 was unwinding the real error when it blocked");
+            REQUIRE(e.errors().count(1) == 1);
+            CHECK(e.error_index() == 1);
+            CHECK_THROWS_WITH_AS(std::rethrow_exception(e.errors().at(1)), "the real error", std::runtime_error);
+        }
     }
 
     TEST_CASE("a rank that only yields while another is blocked is a deadlock that names it")

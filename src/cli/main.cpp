@@ -316,6 +316,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (one_log) {
         output.set_one_log();
         status.set_route([&output](std::string_view text, bool now) { output.status(text, now); });
+        status.set_verdict_route([&output](std::size_t index, std::string_view text) { output.verdict(index, text); });
         if (progress)
             progress->set_may_draw([&output] { return output.at_line_start(); });
     }

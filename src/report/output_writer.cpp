@@ -153,11 +153,14 @@ void OutputWriter::on_output_live(const Job& job, const JobResult& r, std::strin
 void OutputWriter::show_kept(const Job& job, const JobOutput& kept)
 {
     live_->shown = true;
-    const auto walked = kept.for_each_chunk([this, &job](std::string_view chunk) {
+    emit(live_group_begin(ci_, job, static_cast<std::int64_t>(std::time(nullptr)), live_->token));
+    // A status line that waited for a line's end closes the block on the way.
+    const std::size_t index = live_->index;
+    const auto walked = kept.for_each_chunk([this, &job, index](std::string_view chunk) {
         write_live(job, chunk);
-        return true;
+        return live_for(index);
     });
-    if (!walked)
+    if (!walked && live_for(index))
         write_live(job, "[pto-par: " + walked.error().message + "]\n");
 }
 
@@ -184,15 +187,20 @@ void OutputWriter::write_live(const Job& job, std::string_view bytes)
         return;
     live_->last = bytes.back();
     if (!tag_) {
-        // Status lines that wait for this line's end go right after it.
+        // Status lines that wait for this line's end go right after it, and
+        // the block ends there: the rest of these bytes are kept, for the
+        // block's continuation.
         if (const auto nl = bytes.find('\n'); !held_status_.empty() && nl != std::string_view::npos) {
             emit(bytes.substr(0, nl + 1));
-            flush_status();
-            bytes.remove_prefix(nl + 1);
+            live_->written += nl + 1;
+            close_live();
+            return;
         }
         emit(bytes);
+        live_->written += bytes.size();
         return;
     }
+    live_->written += bytes.size();
     Stream& st = streams_[live_->index];
     if (st.prefix.empty())
         st = tagged(job);
@@ -213,7 +221,7 @@ void OutputWriter::end_live(const Job& job, const JobResult& r, const JobOutput&
         emit("\n");
     }
     const auto now = static_cast<std::int64_t>(std::time(nullptr));
-    emit(group_end(ci_, job, now, token_));
+    emit(group_end(ci_, job, now, live_->token));
     if (annotate)
         emit(annotation(ci_, r));
     live_.reset();
@@ -223,8 +231,53 @@ void OutputWriter::end_live(const Job& job, const JobResult& r, const JobOutput&
 void OutputWriter::status(std::string_view text, bool now)
 {
     held_status_.append(text);
-    if (now || !(live_ && live_->shown && !at_line_start_))
+    if (!live_)
         flush_status();
+    else if (now || !live_->shown || at_line_start_)
+        close_live();
+}
+
+void OutputWriter::close_live()
+{
+    const std::size_t index = live_->index;
+    if (live_->shown) {
+        std::uint64_t shown = live_->written;
+        if (const auto it = streams_.find(index); it != streams_.end()) {
+            // Tagged: the line in the making is not out yet; it opens the rest.
+            shown -= it->second.partial.size();
+            streams_.erase(it);
+        } else if (!at_line_start_) {
+            emit("\n");
+        }
+        emit(group_end(ci_, *running_.at(index), static_cast<std::int64_t>(std::time(nullptr)), live_->token));
+        continued_[index] = shown;
+    }
+    live_.reset();
+    flush_status();
+    after_block();
+}
+
+void OutputWriter::verdict(std::size_t index, std::string_view text)
+{
+    verdict_.emplace(index, std::string(text));
+}
+
+std::string OutputWriter::take_verdict(std::size_t index)
+{
+    if (!verdict_ || verdict_->first != index)
+        return {};
+    std::string text = std::move(verdict_->second);
+    verdict_.reset();
+    return text;
+}
+
+std::string OutputWriter::block_token() const
+{
+    if (ci_ == CiKind::none)
+        return {};
+    auto token = random_token();
+    // Without one the run's will do: no job has seen it unless it read the log.
+    return token ? *token : token_;
 }
 
 void OutputWriter::flush_status()
@@ -251,31 +304,50 @@ void OutputWriter::after_block()
 {
     if (live_)
         return;
-    for (const auto& h : held_)
-        write_block(h.job, h.result, h.output);
+    // Each block and its verdict; a verdict can close no live block here.
+    std::deque<Held> held = std::move(held_);
     held_.clear();
-    if (running_.size() != 1)
+    for (const auto& h : held) {
+        write_block(h.job, h.result, h.output, h.continued);
+        if (!h.verdict.empty())
+            status(h.verdict, false);
+    }
+    // GitLab folds a section only if its start says so, written before a
+    // live job's verdict is known: there every block waits for its verdict.
+    // A job whose live block was closed is not live again: its rest waits.
+    if (running_.size() != 1 || ci_ == CiKind::gitlab || continued_.count(running_.begin()->first) != 0)
         return;
-    const auto& [index, job] = *running_.begin();
-    live_ = Live{index};
-    emit(live_group_begin(ci_, *job, static_cast<std::int64_t>(std::time(nullptr)), token_));
+    live_ = Live{running_.begin()->first, block_token()};
 }
 
 void OutputWriter::on_retry(const Job& job, const JobResult& r, const JobOutput& output)
 {
-    if (mode_ != OutputMode::group)
+    const std::string verdict = take_verdict(r.index);
+    if (mode_ != OutputMode::group) {
+        if (!verdict.empty())
+            status(verdict, false);
         return;
+    }
     running_.erase(r.index);
+    continued_.erase(r.index);
     // A try that will be run again gets no annotation, live or not.
     if (live_for(r.index))
         end_live(job, r, output, false);
+    if (!verdict.empty())
+        status(verdict, false);
     after_block();
 }
 
 void OutputWriter::on_finish(const Job& job, const JobResult& r, const JobOutput& output)
 {
+    const std::string verdict = take_verdict(r.index);
+    const auto say_verdict = [this, &verdict] {
+        if (!verdict.empty())
+            status(verdict, false);
+    };
     switch (mode_) {
     case OutputMode::none:
+        say_verdict();
         return;
     case OutputMode::stream: {
         const auto it = streams_.find(r.index);
@@ -284,44 +356,67 @@ void OutputWriter::on_finish(const Job& job, const JobResult& r, const JobOutput
             streams_.erase(it);
         }
         emit(annotation(ci_, r));
+        say_verdict();
         return;
     }
     case OutputMode::failed:
         // Never live: a block is written only once the verdict says it is one.
         if (r.status != JobStatus::passed && r.status != JobStatus::flaky)
             write_block(job, r, output);
+        say_verdict();
         return;
-    case OutputMode::group:
-        running_.erase(r.index);
-        if (live_for(r.index)) {
-            end_live(job, r, output, true);
-        } else if (live_) {
-            // Kept whole until the live block ends: in memory when small (no
-            // descriptor taken from the jobs), else in a spill file of its
-            // own, or in memory when none can be had.
-            const bool small = output.size() <= JobOutput::default_memory_limit;
-            auto copy = hold_place_ && !small ? JobOutput::reserve(*hold_place_) : Expected<JobOutput>(JobOutput());
-            Held h{job, r, copy ? std::move(*copy) : JobOutput()};
-            const auto walked = output.for_each_chunk([&h](std::string_view chunk) {
-                h.output.append(chunk);
-                return true;
-            });
-            if (!walked)
-                h.output.append("[pto-par: " + walked.error().message + "]\n");
-            held_.push_back(std::move(h));
-            return;
-        } else {
-            write_block(job, r, output);
-        }
-        after_block();
-        return;
+    case OutputMode::group: break;
     }
+    running_.erase(r.index);
+    // The rest of a block whose live part was closed: a block of its own.
+    std::uint64_t skip = 0;
+    const auto it = continued_.find(r.index);
+    const bool continued = it != continued_.end();
+    if (continued) {
+        skip = it->second;
+        continued_.erase(it);
+    }
+    if (live_for(r.index)) {
+        end_live(job, r, output, true);
+        say_verdict();
+    } else if (live_ || continued) {
+        // Kept whole until the live block ends: in memory when small (no
+        // descriptor taken from the jobs), else in a spill file of its
+        // own, or in memory when none can be had.
+        const bool small = output.size() - std::min<std::uint64_t>(skip, output.size()) <= JobOutput::default_memory_limit;
+        auto copy = hold_place_ && !small ? JobOutput::reserve(*hold_place_) : Expected<JobOutput>(JobOutput());
+        Held h{job, r, copy ? std::move(*copy) : JobOutput(), verdict, continued};
+        const auto walked = output.for_each_chunk([&h, &skip](std::string_view chunk) {
+            const auto cut = std::min<std::uint64_t>(skip, chunk.size());
+            skip -= cut;
+            h.output.append(chunk.substr(cut));
+            return true;
+        });
+        if (!walked)
+            h.output.append("[pto-par: " + walked.error().message + "]\n");
+        held_.push_back(std::move(h));
+        if (live_)
+            return;
+    } else {
+        write_block(job, r, output);
+        say_verdict();
+    }
+    after_block();
 }
 
-void OutputWriter::write_block(const Job& job, const JobResult& r, const JobOutput& output)
+void OutputWriter::write_block(const Job& job, const JobResult& r, const JobOutput& output, bool continued)
 {
+    // The rest of a closed live block that printed nothing more needs none.
+    if (continued && output.size() == 0) {
+        emit(annotation(ci_, r));
+        return;
+    }
     const auto now = static_cast<std::int64_t>(std::time(nullptr));
-    emit(group_begin(ci_, job, r, now, token_));
+    const std::string token = block_token();
+    Job titled = job;
+    if (continued)
+        titled.label += " (continued)";
+    emit(group_begin(ci_, titled, r, now, token));
     if (tag_) {
         // Every line prefixed as stream does; the last one ended.
         Stream st = tagged(job);
@@ -342,7 +437,7 @@ void OutputWriter::write_block(const Job& job, const JobResult& r, const JobOutp
         if (ci_ != CiKind::none && output.size() != 0 && output.tail(1) != "\n")
             emit("\n");
     }
-    emit(group_end(ci_, job, now, token_));
+    emit(group_end(ci_, job, now, token));
     emit(annotation(ci_, r));
 }
 

@@ -2,10 +2,12 @@
 // output carries job bytes only (plus the [label] prefixes of stream mode).
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <pto/scheduler.hpp>
@@ -25,7 +27,8 @@ public:
     // `out` must outlive this object. With `ci`, each job's block is a
     // collapsible section of the CI log, and a job that did not pass is
     // annotated (stream mode: annotations only, since lines interleave).
-    // `token` is the run's random_token() for the CI markers. With `tag`
+    // `token` is the run's random_token(), for the CI markers of a block when
+    // a token of its own cannot be drawn. With `tag`
     // (group and failed), each line of a block is prefixed "[label] " as in
     // stream mode.
     OutputWriter(output::Sink& out, OutputMode mode, CiKind ci = CiKind::none, std::string token = {},
@@ -51,13 +54,19 @@ public:
 
     // One log: standard error is standard output (2>&1, one terminal), and
     // the status lines come through here (status), so that each starts a
-    // line. After a block that ended in mid-line it starts a new one; while
-    // the live block is in mid-line it waits for that line to end (or the
-    // block), unless `now` (a status report asked for, a time limit, a
-    // stop: a hung job may never end its line), which breaks the line. The
-    // live block's bytes then pass through here, never in the kernel.
+    // line. After a block that ended in mid-line it starts a new one. None
+    // goes inside the live block (nor its CI group): the block is closed
+    // first, at the end of the line in the making, or at once with a
+    // newline when `now` (a status report asked for, a time limit, a stop:
+    // a hung job may never end its line). The job's later bytes are kept,
+    // and written as a block of its own when it ends ("label (continued)").
+    // The live block's bytes then pass through here, never in the kernel.
     void set_one_log() { one_log_ = true; }
     void status(std::string_view text, bool now);
+    // One log: the job's verdict line (StatusLines' on_finish and on_retry,
+    // which come just before this writer's), written right after its block
+    // wherever that goes.
+    void verdict(std::size_t index, std::string_view text);
     // Whether the log is at the start of a line (a progress line may be drawn).
     bool at_line_start() const { return at_line_start_; }
 
@@ -80,7 +89,8 @@ private:
     void end_lines(Stream& st);
 
     // A whole block: its markers with the verdict, every byte, the annotation.
-    void write_block(const Job& job, const JobResult& r, const JobOutput& output);
+    // `continued`: the rest of a block whose live part was closed (close_live).
+    void write_block(const Job& job, const JobResult& r, const JobOutput& output, bool continued = false);
     // Everything the live job kept so far, written: from now on only new bytes.
     void show_kept(const Job& job, const JobOutput& kept);
     // Bytes of the live block, tagged if asked.
@@ -93,6 +103,14 @@ private:
     void after_block();
     // Writes the status lines that waited, on a line of their own.
     void flush_status();
+    // One log, a status line to write: the live block ends here (see
+    // set_one_log), or stops being live if nothing of it is out yet.
+    void close_live();
+    // The verdict line of job `index` that came before its block, if any.
+    std::string take_verdict(std::size_t index);
+    // A token for one block's markers, so that a job that reads the log
+    // learns none that another block uses.
+    std::string block_token() const;
     // Every write but a whole JobOutput's, so that the line's state is known.
     void emit(std::string_view bytes);
 
@@ -108,7 +126,9 @@ private:
     std::map<std::size_t, const Job*> running_;  // group mode: by index; the run keeps the Jobs
     struct Live {
         std::size_t index;
-        bool shown = false;  // what the job kept before it became live is written
+        std::string token;   // of its markers
+        bool shown = false;  // what the job kept before it became live is written, after its group's start
+        std::uint64_t written = 0;  // of the job's bytes, as they were handed to write_live
         char last = '\n';    // the last byte written, for the closing marker
         bool passed = false; // bytes went past this writer: the job's output has the last one
     };
@@ -117,7 +137,13 @@ private:
         Job job;
         JobResult result;
         JobOutput output;
+        std::string verdict;
+        bool continued;
     };
+    // Jobs whose live block was closed before they ended: how many of their
+    // bytes it showed.
+    std::map<std::size_t, std::uint64_t> continued_;
+    std::optional<std::pair<std::size_t, std::string>> verdict_;  // see verdict()
     std::deque<Held> held_;  // blocks of jobs that ended beside the live one, in order
     std::map<std::size_t, Stream> streams_;  // stream mode: per running job
     std::vector<char> lines_;                // stream mode: reused, so no allocation per chunk

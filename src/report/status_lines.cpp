@@ -149,7 +149,7 @@ void StatusLines::on_finish(const Job& job, const JobResult& r, const JobOutput&
         line += " (" + std::string(r.status == JobStatus::flaky || r.status == JobStatus::passed ? "passed on" : "last of") + " attempt " +
                 std::to_string(r.attempts.size() + 1) + " of " + std::to_string(tries(job, r)) + ")\n";
     }
-    put(paint(std::move(line), r.status));  // see on_start
+    put_verdict(r.index, paint(std::move(line), r.status));  // see on_start
 }
 
 void StatusLines::on_retry(const Job& job, const JobResult& r, const JobOutput&)
@@ -169,7 +169,7 @@ void StatusLines::on_retry(const Job& job, const JobResult& r, const JobOutput&)
     else
         line += " (attempt " + std::to_string(r.attempts.size()) + " of " + std::to_string(tries(job, r)) +
                 "; running it again)\n";
-    put(paint(std::move(line), JobStatus::flaky));  // see on_start
+    put_verdict(r.index, paint(std::move(line), JobStatus::flaky));  // see on_start
 }
 
 void StatusLines::on_cancel(const Job&, const JobResult& r)
@@ -250,6 +250,14 @@ void StatusLines::put(std::string_view text, bool now) const
         route_(text, now);
     else
         err_.write(text);
+}
+
+void StatusLines::put_verdict(std::size_t index, std::string_view text) const
+{
+    if (verdict_route_)
+        verdict_route_(index, text);
+    else
+        put(text);
 }
 
 void StatusLines::note(const std::string& text) const

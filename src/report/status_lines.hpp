@@ -32,6 +32,13 @@ public:
     // Where the lines go instead of `err` (one log: OutputWriter::status);
     // `now` for those that cannot wait for a job's line to end.
     void set_route(std::function<void(std::string_view, bool now)> route) { route_ = std::move(route); }
+    // Where a job's verdict line (FAIL ..., RETRY ...) goes instead, with
+    // the job's index: one log writes it right after the job's block
+    // (OutputWriter::verdict).
+    void set_verdict_route(std::function<void(std::size_t index, std::string_view)> route)
+    {
+        verdict_route_ = std::move(route);
+    }
 
     void on_start(const Job&, const JobResult&) override;
     void on_finish(const Job&, const JobResult&, const JobOutput&) override;
@@ -55,9 +62,11 @@ public:
 
 private:
     void put(std::string_view text, bool now = false) const;
+    void put_verdict(std::size_t index, std::string_view text) const;
 
     output::Sink& err_;
     std::function<void(std::string_view, bool)> route_;
+    std::function<void(std::size_t, std::string_view)> verdict_route_;
     int verbosity_;
     bool colour_;
     std::string paint(std::string line, JobStatus status) const;

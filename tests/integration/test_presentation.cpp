@@ -17,11 +17,13 @@ TEST_SUITE("presentation") {
 
 namespace {
 
-// The token of a GitHub run's ::stop-commands:: (the first), empty if none.
-std::string stop_token(const std::string& out)
+// The token of a GitHub run's nth ::stop-commands:: (from 0), empty if none.
+std::string stop_token(const std::string& out, int nth = 0)
 {
     const std::string mark = "\n::stop-commands::";
-    const auto at = out.find(mark);
+    auto at = out.find(mark);
+    for (; nth > 0 && at != std::string::npos; --nth)
+        at = out.find(mark, at + 1);
     if (at == std::string::npos)
         return {};
     const auto from = at + mark.size();
@@ -37,10 +39,11 @@ TEST_CASE("in GitHub Actions each job's block is a group and a failure an annota
     const auto r = run({pto_par(), "-d", "none", "-j", "1", file}, {}, {"GITHUB_ACTIONS=true"});
     CHECK(r.exit_code == 1);
     const std::string t = stop_token(r.out);
+    const std::string t2 = stop_token(r.out, 1);
     CHECK(t.size() == 32);
     // -j 1: each block is live, named before its verdict is known.
     CHECK(r.out == "::group::ok\n::stop-commands::" + t + "\nfine\n::" + t + "::\n::endgroup::\n"
-                   "::group::bad%25x\n::stop-commands::" + t + "\nbroken\n::" + t + "::\n::endgroup::\n"
+                   "::group::bad%25x\n::stop-commands::" + t2 + "\nbroken\n::" + t2 + "::\n::endgroup::\n"
                    "::error title=bad%25x::FAIL exit=3 after 0.0s on devices none\n");
     const auto plain = run({pto_par(), "-d", "none", "-j", "1", "--ci", "none", file}, {}, {"GITHUB_ACTIONS=true"});
     CHECK(plain.out == "finebroken\n");
@@ -56,16 +59,120 @@ TEST_CASE("a job cannot switch off, close or forge pto-par's GitHub markers: its
     const auto file = dir.write("e.cmds", "@0,label=evil printf '" + evil + "'\n@0,label=bad false\n");
     const auto r = run({pto_par(), "-d", "none", "-j", "1", "--ci", "github", file});
     const std::string t = stop_token(r.out);
+    const auto bad = r.out.find("::group::bad\n::stop-commands::");
+    REQUIRE(bad != std::string::npos);
+    const std::string t2 = r.out.substr(bad + 30, 32);
     REQUIRE(t.size() == 32);
     const std::string printed = "::stop-commands::x\n::x::\n::endgroup::\n::error title=fake::forged\n"
                                 "::stop-commands::00000000000000000000000000000000\n";
     CHECK(r.out == "::group::evil\n::stop-commands::" + t + "\n" + printed + "::" + t + "::\n::endgroup::\n"
-                   "::group::bad\n::stop-commands::" + t + "\n::" + t + "::\n::endgroup::\n"
+                   "::group::bad\n::stop-commands::" + t2 + "\n::" + t2 + "::\n::endgroup::\n"
                    "::error title=bad::FAIL exit=1 after 0.0s on devices none\n");
     // Another run, another token.
     const auto again = run({pto_par(), "-d", "none", "-j", "1", "--ci", "github", file});
     CHECK(stop_token(again.out).size() == 32);
     CHECK(stop_token(again.out) != t);
+}
+
+namespace {
+
+// Whether some line beginning "[pto-par] " lies between a group's start and
+// its end (GitHub's ::group:: ... ::endgroup::, GitLab's section_start ...
+// section_end), where the CI page would fold it away under another job.
+bool status_inside_group(const std::string& log, const std::string& begin, const std::string& end)
+{
+    bool inside = false;
+    std::size_t at = 0;
+    while (at < log.size()) {
+        const auto nl = log.find('\n', at);
+        const std::string line = log.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+        at = nl == std::string::npos ? log.size() : nl + 1;
+        if (line.find(begin) != std::string::npos)
+            inside = true;
+        else if (line.find(end) != std::string::npos)
+            inside = false;
+        else if (inside && line.rfind("[pto-par] ", 0) == 0)
+            return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("2>&1 in a CI log: no status line lands inside a live job's group; its rest follows as a block of its own")
+{
+    TempDir dir;
+    const auto file = dir.write("lv.cmds", "@0,label=a echo x; sleep 0.5; echo y\n@0,label=b exit 1\n");
+    const auto r = run({"/bin/sh", "-c", "exec \"$0\" -d none -j 2 \"$1\" 2>&1", pto_par(), file}, {},
+                       {"GITHUB_ACTIONS=true"});
+    CHECK(r.exit_code == 1);
+    CAPTURE(r.out);
+    CHECK_FALSE(status_inside_group(r.out, "::group::", "::endgroup::"));
+    CHECK(r.out.find("x\n") != std::string::npos);
+    CHECK(r.out.find("y\n") != std::string::npos);
+    CHECK(r.out.find("[pto-par] FAIL b") != std::string::npos);
+    // A live job that another one starts beside, after its first line.
+    const auto flag = dir.file("flag");
+    const auto later = dir.write("l2.cmds", "@0,label=first sleep 0.2\n"
+                                            "@0,label=long echo L1; i=0; while [ ! -e " + flag +
+                                            " ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; echo L2\n"
+                                            "@0,label=short echo S; touch " + flag + "; exit 1\n");
+    const auto l = run({"/bin/sh", "-c", "exec \"$0\" -d none -j 2 \"$1\" 2>&1", pto_par(), later}, {},
+                       {"GITHUB_ACTIONS=true"});
+    CAPTURE(l.out);
+    CHECK_FALSE(status_inside_group(l.out, "::group::", "::endgroup::"));
+    CHECK(l.out.find("::group::long\n") != std::string::npos);
+    CHECK(l.out.find("\nL1\n") != std::string::npos);
+    CHECK(l.out.find("::group::PASS long (continued)\n") != std::string::npos);
+    CHECK(l.out.find("\nL2\n") != std::string::npos);
+    // Each verdict right after its block.
+    CHECK(l.out.find("::endgroup::\n::error title=short::FAIL exit=1 after 0.0s on devices none\n[pto-par] FAIL short") !=
+          std::string::npos);
+    CHECK(l.out.find("::endgroup::\n[pto-par] PASS long") != std::string::npos);
+}
+
+TEST_CASE("one log without CI: a job's verdict line comes right after its block, live or not")
+{
+    TempDir dir;
+    const auto flag = dir.file("flag");
+    const auto file = dir.write("v.cmds", "@0,label=first sleep 0.2\n"
+                                          "@0,label=long echo L1; i=0; while [ ! -e " + flag +
+                                          " ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; echo L2\n"
+                                          "@0,label=short echo S; touch " + flag + "\n");
+    const auto r = run({"/bin/sh", "-c", "exec \"$0\" -d none -j 2 \"$1\" 2>&1", pto_par(), file});
+    CHECK(r.exit_code == 0);
+    CAPTURE(r.out);
+    CHECK(r.out.find("\nS\n[pto-par] PASS short") != std::string::npos);
+    CHECK(r.out.find("\nL2\n[pto-par] PASS long") != std::string::npos);
+}
+
+TEST_CASE("GitLab on one device: every passed job folds, live or not")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "-d", "none", "-j", "1", "--ci", "gitlab",
+                        dir.write("g.cmds", "@0,label=p1 echo one\n@0,label=p2 echo two\n@0,label=bad false\n")});
+    CHECK(r.exit_code == 1);
+    CAPTURE(r.out);
+    CHECK(r.out.find("[collapsed=true]\r\x1b[0KPASS p1\none\n") != std::string::npos);
+    CHECK(r.out.find("[collapsed=true]\r\x1b[0KPASS p2\ntwo\n") != std::string::npos);
+    CHECK(r.out.find("\r\x1b[0KFAIL bad\n") != std::string::npos);
+}
+
+TEST_CASE("GitHub: each block has a stop-commands token of its own")
+{
+    TempDir dir;
+    const auto r = run({pto_par(), "-d", "none", "-j", "1", "--ci", "github",
+                        dir.write("t.cmds", "@0,label=a echo a\n@0,label=b echo b\n")});
+    CHECK(r.exit_code == 0);
+    const std::string mark = "::stop-commands::";
+    const auto first = r.out.find(mark);
+    const auto second = r.out.find(mark, first + 1);
+    REQUIRE(second != std::string::npos);
+    const auto t1 = r.out.substr(first + mark.size(), 32);
+    const auto t2 = r.out.substr(second + mark.size(), 32);
+    CHECK(t1 != t2);
+    CHECK(r.out.find("::" + t1 + "::\n::endgroup::\n::group::b") != std::string::npos);
+    CHECK(r.out.find("::" + t2 + "::\n::endgroup::\n") != std::string::npos);
 }
 
 TEST_CASE("stream mode: no groups (lines interleave), the annotations still come")
@@ -79,9 +186,9 @@ TEST_CASE("stream mode: no groups (lines interleave), the annotations still come
 TEST_CASE("GitLab: sections, folded for passed jobs, open for the others")
 {
     TempDir dir;
-    // The first job runs alone at first, so its block is live; the two
-    // beside it end while it waits for the test, so theirs are whole, with
-    // their verdicts.
+    // The first job runs alone at first, but no block is live on GitLab
+    // (a section folds only if its start says so): each waits for its
+    // verdict, the two beside the first one's first.
     const auto flag = dir.file("flag");
     Process p({pto_par(), "-d", "none", "-j", "3",
                dir.write("l.cmds", "@0,label=gate i=0; while [ ! -e " + flag +
@@ -92,14 +199,23 @@ TEST_CASE("GitLab: sections, folded for passed jobs, open for the others")
     std::ofstream(flag) << "";
     const auto r = p.wait(30s);
     CHECK(ended);
-    // Section names no job can guess: pto_par_TOKEN_SEQ, the token random per run.
-    const auto at = r.out.find(":pto_par_");
-    REQUIRE(at != std::string::npos);
-    const std::string t = r.out.substr(at + 9, 32);
-    CHECK(t.find_first_not_of("0123456789abcdef") == std::string::npos);
-    CHECK(r.out.find(":pto_par_" + t + "_1\r\x1b[0Kgate\n\x1b[0Ksection_end:") != std::string::npos);
-    CHECK(r.out.find("pto_par_" + t + "_2[collapsed=true]\r\x1b[0KPASS ok\na\n\x1b[0Ksection_end:") != std::string::npos);
-    CHECK(r.out.find(":pto_par_" + t + "_3\r\x1b[0KFAIL bad\nb\n\x1b[0Ksection_end:") != std::string::npos);
+    // Section names no job can guess: pto_par_TOKEN_SEQ, the token random per block.
+    CAPTURE(r.out);
+    const auto token = [&r](int seq) {
+        const auto at = r.out.find(":pto_par_");
+        for (auto a = at; a != std::string::npos; a = r.out.find(":pto_par_", a + 1))
+            if (r.out.compare(a + 9 + 32, 2, "_" + std::to_string(seq)) == 0)
+                return r.out.substr(a + 9, 32);
+        return std::string();
+    };
+    const std::string t1 = token(1), t2 = token(2), t3 = token(3);
+    CHECK(t1.size() == 32);
+    CHECK(t1.find_first_not_of("0123456789abcdef") == std::string::npos);
+    CHECK(t1 != t2);
+    CHECK(r.out.find("pto_par_" + t2 + "_2[collapsed=true]\r\x1b[0KPASS ok\na\n\x1b[0Ksection_end:") != std::string::npos);
+    CHECK(r.out.find(":pto_par_" + t3 + "_3\r\x1b[0KFAIL bad\nb\n\x1b[0Ksection_end:") != std::string::npos);
+    CHECK(r.out.find(":pto_par_" + t1 + "_1[collapsed=true]\r\x1b[0KPASS gate\n\x1b[0Ksection_end:") !=
+          std::string::npos);
 }
 
 TEST_CASE("colour: --color always paints the verdicts; never and NO_COLOR with auto do not")

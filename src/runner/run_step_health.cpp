@@ -88,8 +88,14 @@ void Run::hold(JobProcess& j)
     }
     // Its line ended of itself before any stop (the agent checks only then).
     j.life.set_stopped_by_us(false);
-    take_status(j, *j.step()->wait_status(0));
     JobResult& res = results_[i];
+    // Its end frame comes before its hold frame; one that was garbled (said
+    // in its output) leaves how the line ended unknown: a failure still,
+    // since only a failed line's GPUs are checked after it.
+    if (const auto status = j.step()->wait_status(0))
+        take_status(j, *status);
+    else
+        res.status = JobStatus::failed;
     if (res.status == JobStatus::failed && opt_.fail_fast && !will_retry(i))
         stop_all("fail-fast");
     end_try(j);

@@ -11,7 +11,7 @@ shift
 # node_down last: it kills a slurmd, and the scenarios of one invocation
 # share a cluster.
 all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover grace escape stubborn
-     verdicts clean pending scancel sick sick_retry sick_timeout sick_hang sick_cpu late_header node_down)
+     verdicts clean pending scancel sick sick_retry sick_bad_end sick_timeout sick_hang sick_cpu late_header node_down)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -462,6 +462,38 @@ first = once["attempts"][0]
 assert first["status"] == "failed" and first["sick"] == [int(gpu)] and first["node"] == node, once
 dev = {(d["node"], d["device"]): d for d in rows if d.get("record") == "device"}
 assert dev[(node, int(gpu))]["sick"] and dev[(node, int(gpu))]["failed"] == 1, dev
+PY
+}
+
+# As sick_retry, but an srun in front of the real one garbles every end
+# frame the agents send ("pto-par-end x ..."): the failed try that found
+# the sick GPU is still a failure, and how its line ended is unknown, not
+# read from a status that was never there.
+scenario_sick_bad_end() {
+    mkdir -p "$work/bin"
+    cat >"$work/bin/srun" <<WRAP
+#!/bin/bash
+$(command -v srun) "\$@" | sed -u 's/\x1epto-par-end [0-9-]*/\x1epto-par-end x/'
+exit \${PIPESTATUS[0]}
+WRAP
+    chmod +x "$work/bin/srun"
+    cat >"$work/be.cmds" <<CMDS
+@label=once [ -e $work/be.tried ] || { touch $work/be.tried $work/be.bad.\$SLURMD_NODENAME.\$PTO_PAR_DEVICES; exit 3; }; \
+echo second on \$SLURMD_NODENAME:\$PTO_PAR_DEVICES
+CMDS
+    PATH=$work/bin:$PATH in_allocation "$pto_par" --launcher slurm -j 2 \
+        --device-check "test ! -e $work/be.bad.\$SLURMD_NODENAME.\$PTO_PAR_DEVICES" \
+        --json "$work/be.json" "$work/be.cmds" >"$work/be.out" 2>"$work/be.err" ||
+        fail "exit $? $(cat "$work/be.err")"
+    grep -q '^second on ' "$work/be.out" || fail "$(cat "$work/be.out" "$work/be.err")"
+    python3 - "$work/be.json" <<'PY' || fail "$(cat "$work/be.json" "$work/be.err")"
+import json, sys
+r = {j["label"]: j for j in map(json.loads, open(sys.argv[1])) if "record" not in j}
+once = r["once"]
+assert once["status"] == "passed", once
+first = once["attempts"][0]
+assert first["status"] == "failed" and first["sick"], once
+assert first["exit_code"] is None and first["signal"] is None, once  # not made up
 PY
 }
 

@@ -15,30 +15,6 @@
 namespace pto::runner {
 namespace {
 
-// How long the destructor waits for a SIGKILLed leader before leaving it to
-// the kernel: only a process stuck in a driver takes longer.
-constexpr int destructor_wait_ms = 2000;
-
-// Waits for `pid` to end, at most `ms`: on its pidfd where the kernel has
-// them (5.3), else by looking every 10 ms.
-void reap_within(pid_t pid, int ms)
-{
-    const long pidfd = syscall(SYS_pidfd_open, pid, 0);
-    if (pidfd >= 0) {
-        pollfd p{static_cast<int>(pidfd), POLLIN, 0};
-        (void)poll(&p, 1, ms);  // a timeout leaves the zombie-to-be to the kernel
-        (void)close(static_cast<int>(pidfd));
-        (void)waitpid(pid, nullptr, WNOHANG);
-        return;
-    }
-    for (int waited = 0; waited < ms; waited += 10) {
-        const pid_t r = waitpid(pid, nullptr, WNOHANG);
-        if (r == pid || (r < 0 && errno != EINTR))
-            return;
-        usleep(10 * 1000);
-    }
-}
-
 constexpr std::size_t pass_rest_below = 512 * 1024;
 constexpr auto pass_rest = std::chrono::microseconds(100);
 // How often a job whose output found no room tries again: no event says
@@ -60,7 +36,7 @@ JobProcess::~JobProcess()
         kill_all();
     // What survived SIGKILL once will not be waited for again.
     if (leader_alive() && life.stage() != StopStage::abandoned)
-        reap_within(pid_, destructor_wait_ms);
+        (void)reap_all_within({&pid_, 1}, teardown_wait_ms);
     // ~JobCgroup then waits for the cgroup to empty and removes it.
 }
 

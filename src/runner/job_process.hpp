@@ -21,6 +21,10 @@
 
 namespace pto::runner {
 
+// How long a SIGKILLed leader is waited for at teardown before it is left
+// to the kernel: only a process stuck in a driver takes longer.
+inline constexpr int teardown_wait_ms = 2000;
+
 class JobProcess final : public Signallable {
 public:
     JobProcess(std::size_t index, pid_t pid, UniqueFd out, std::optional<JobCgroup> cgroup, JobOutput output,

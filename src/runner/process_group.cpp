@@ -2,9 +2,15 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstdio>
@@ -174,6 +180,47 @@ std::string describe_processes(const std::vector<pid_t>& pids)
             out += " (" + st->comm + ", state " + st->state + ")";
     }
     return out;
+}
+
+std::vector<std::optional<int>> reap_all_within(std::span<const pid_t> pids, int ms)
+{
+    std::vector<std::optional<int>> status(pids.size());
+    std::vector<bool> done(pids.size(), false);
+    const auto try_reap = [&](std::size_t i) {
+        int st = 0;
+        const pid_t r = waitpid(pids[i], &st, WNOHANG);
+        if (r == pids[i] || (r < 0 && errno == ECHILD)) {
+            status[i] = r == pids[i] ? st : 0;
+            done[i] = true;
+        }
+    };
+    // Where the kernel has pidfds (5.3), one poll over all of them; else a
+    // look every 10 ms.
+    std::vector<UniqueFd> pidfds;
+    for (pid_t pid : pids)
+        pidfds.emplace_back(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+        std::vector<pollfd> fds;
+        std::size_t running = 0;
+        for (std::size_t i = 0; i < pids.size(); ++i) {
+            if (done[i])
+                continue;
+            try_reap(i);
+            if (done[i])
+                continue;
+            ++running;
+            if (pidfds[i])
+                fds.push_back({pidfds[i].get(), POLLIN, 0});
+        }
+        const auto left =
+            std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+        if (running == 0 || left <= 0)
+            return status;
+        // Without a pidfd for every one, the poll is also the 10 ms look.
+        const int timeout = static_cast<int>(fds.size() == running ? left : std::min<long long>(left, 10));
+        (void)poll(fds.data(), fds.size(), timeout);  // a timeout or EINTR: looked at again above
+    }
 }
 
 }  // namespace pto::runner

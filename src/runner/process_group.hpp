@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +36,12 @@ std::vector<pid_t> descendants_of_this_process();
 
 // The pids of a whitespace-separated list (cgroup.procs, /proc/.../children).
 std::vector<pid_t> parse_pids(std::string_view text);
+
+// Waits at most `ms` in all for each of our children `pids` to end, all at
+// once (N stuck ones cost `ms`, not N times it), reaping those that did:
+// each one's wait status, in order; nothing for one still running. One
+// reaped elsewhere already (ECHILD) counts as ended with status 0.
+std::vector<std::optional<int>> reap_all_within(std::span<const pid_t> pids, int ms);
 
 // "pid 12 (sleep, state D), pid 13 (...)" from /proc, for the quarantine
 // notice; a pid alone where /proc cannot tell.

@@ -6,7 +6,33 @@
 #include <cerrno>
 #include <csignal>
 
+#include "runner/process_group.hpp"
+
 namespace pto::runner {
+
+// As ninja's SubprocessSet::Clear: every job is killed before any is
+// waited for, and all are waited for at once, so that N stuck ones cost
+// one wait, not N.
+ProcessSet::~ProcessSet()
+{
+    std::vector<pid_t> leaders;
+    std::vector<JobProcess*> of;
+    for (const auto& j : jobs_) {
+        if (!j->empty())
+            j->kill_all();
+        if (j->leader_alive() && j->life.stage() != StopStage::abandoned) {
+            leaders.push_back(j->pid());
+            of.push_back(j.get());
+        }
+    }
+    const auto status = reap_all_within(leaders, teardown_wait_ms);
+    for (std::size_t i = 0; i < of.size(); ++i) {
+        if (status[i])
+            of[i]->leader_exited(*status[i]);
+        else
+            of[i]->life.abandon();  // left to the kernel: its destructor does not wait again
+    }
+}
 
 std::unique_ptr<JobProcess> ProcessSet::take(JobProcess* job)
 {

@@ -30,6 +30,9 @@ public:
         : signals_(signals), clients_(std::move(clients))
     {
     }
+    ~ProcessSet();
+    ProcessSet(const ProcessSet&) = delete;
+    ProcessSet& operator=(const ProcessSet&) = delete;
 
     // scancel processes to forget when they are reaped.
     void set_helpers(Helpers* helpers) { helpers_ = helpers; }

@@ -12,6 +12,7 @@
 
 #include "common/signal_names.hpp"
 #include "runner/clock.hpp"
+#include "runner/process_group.hpp"
 #include "slurm/step_checks.hpp"
 
 namespace pto::runner {
@@ -61,15 +62,9 @@ bool is_frame(std::string_view line)
 
 Helpers::~Helpers()
 {
-    for (pid_t pid : pids_) {
-        const long pidfd = syscall(SYS_pidfd_open, pid, 0);
-        if (pidfd >= 0) {
-            pollfd p{static_cast<int>(pidfd), POLLIN, 0};
-            (void)poll(&p, 1, helper_wait_ms);  // a timeout leaves it to PDEATHSIG
-            (void)close(static_cast<int>(pidfd));
-        }
-        (void)waitpid(pid, nullptr, WNOHANG);  // still running: it dies with us (PDEATHSIG)
-    }
+    // All at once: N hanging ones cost one wait, not N. Those still running
+    // then die with us (PDEATHSIG).
+    (void)reap_all_within(pids_, helper_wait_ms);
 }
 
 void Helpers::spawn(const std::vector<std::string>& argv)

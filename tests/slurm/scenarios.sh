@@ -11,7 +11,7 @@ shift
 # node_down last: it kills a slurmd, and the scenarios of one invocation
 # share a cluster.
 all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover grace escape stubborn
-     verdicts clean pending scancel sick sick_retry sick_bad_end sick_timeout sick_hang sick_cpu late_header node_down)
+     verdicts clean pending scancel scancel_hangs sick sick_retry sick_bad_end sick_timeout sick_hang sick_cpu late_header node_down)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -366,6 +366,29 @@ for j in r:
         assert j["start"] is None and j["signal"] is None and j["node"] is None, j
 PY
     ((SECONDS - t0 < 15)) || fail "took $((SECONDS - t0)) s"
+}
+
+# Four running steps stopped by SIGINT through a scancel that does its work
+# and then hangs: the run waits for its scancel helpers once, for all of
+# them at once (2 s), not 2 s for each in turn.
+scenario_scancel_hangs() {
+    mkdir -p "$work/bin"
+    printf '#!/bin/bash\n%s "$@"\nexec sleep 9\n' "$(command -v scancel)" >"$work/bin/scancel"
+    chmod +x "$work/bin/scancel"
+    for i in 1 2 3 4; do echo "@0,label=s$i touch $work/sh.$i; sleep 2360"; done >"$work/sh.cmds"
+    PATH=$work/bin:$PATH in_allocation bash -c '
+        "$1" --launcher slurm "$2" >/dev/null 2>"$3.err" & pid=$!
+        for _ in $(seq 200); do [ "$(ls "$3".[0-9] 2>/dev/null | wc -l)" = 4 ] && break; sleep 0.05; done
+        sleep 0.2
+        t0=$(date +%s%N)
+        kill -INT $pid; wait $pid; rc=$?
+        echo $((($(date +%s%N) - t0) / 1000000)) >"$3.ms"
+        exit $rc' inner "$pto_par" "$work/sh.cmds" "$work/sh"
+    local rc=$?
+    [ $rc = 130 ] || fail "exit $rc, 130 expected: $(cat "$work/sh.err")"
+    local ms
+    ms=$(cat "$work/sh.ms")
+    ((ms < 4500)) || fail "the stop took $ms ms: $(cat "$work/sh.err")"
 }
 
 # A step whose line runs but whose header srun has not passed on yet (an

@@ -35,13 +35,12 @@ std::vector<PollClient*> with(std::vector<PollClient*> clients, PollClient* more
 
 Run::Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, const LaunchContext& ctx,
          RunCgroup* cgroup, Helpers& helpers, placement::Placement& placement, leases::LockDir* locks)
-    : jobs_(jobs), opt_(opt), ctx_(ctx), cgroup_(cgroup), set_(signals, with(opt.poll_clients, locks)),
-      helpers_(helpers),
-      placement_(placement),
+    : jobs_(jobs), opt_(opt), ctx_(ctx), cgroup_(cgroup),
       stop_times_{to_duration(opt.kill_grace_s), to_duration(opt.dump_grace_s), wait_after_kill},
-      queue_(jobs.size()), results_(jobs.size()), grants_(jobs.size()),
       // A check out of time is stopped at once: it has no stacks to print.
       check_times_{to_duration(opt.kill_grace_s), Clock::duration::zero(), wait_after_kill},
+      set_(signals, with(opt.poll_clients, locks)), helpers_(helpers), placement_(placement),
+      queue_(jobs.size()), results_(jobs.size()), grants_(jobs.size()),
       sick_retried_(jobs.size(), false), began_(Clock::now())
 {
     set_.set_helpers(&helpers);

@@ -91,11 +91,15 @@ private:
     const RunOptions& opt_;
     const LaunchContext& ctx_;
     RunCgroup* cgroup_;
+    // Before set_, which outlives neither: a step's StepState signals through
+    // step_control_, and each lifecycle keeps a pointer to its StopTimes, up
+    // to ~ProcessSet, which kills what is left.
+    StepControl step_control_{};
+    StopTimes stop_times_;
+    StopTimes check_times_;
     ProcessSet set_;
     Helpers& helpers_;
     placement::Placement& placement_;
-    StepControl step_control_{};
-    StopTimes stop_times_;
     queue::JobQueue queue_;
     queue::Ledger ledger_;
     std::vector<JobResult> results_;
@@ -112,7 +116,6 @@ private:
         std::vector<int> sick;
     };
     std::vector<CheckBatch> batches_;
-    StopTimes check_times_;
     std::vector<int> sick_;
     std::vector<int> unchecked_;  // leased by another run when the checks began
     std::vector<bool> sick_retried_;  // per job: it ran again once for a sick device

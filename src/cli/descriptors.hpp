@@ -20,9 +20,10 @@ inline constexpr std::size_t run_descriptors = 2;
 inline constexpr std::size_t job_descriptors_pgroup = 5;
 inline constexpr std::size_t job_descriptors_cgroup_clone3 = 6;
 inline constexpr std::size_t job_descriptors_cgroup = 9;
-// With leases across runs: the lock directory and its inotify watch (a
-// lease per device and port of the job comes on top).
-inline constexpr std::size_t lease_run_descriptors = 2;
+// With leases across runs: the lock directory, its inotify watch, the
+// patience timer and the epoll of both (a lease per device and port of the
+// job comes on top).
+inline constexpr std::size_t lease_run_descriptors = 4;
 
 // Raises the soft RLIMIT_NOFILE to the hard limit (jobs inherit it); a
 // failure leaves the limit as it was, which the check below then judges.

@@ -2,7 +2,11 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <dirent.h>
+#include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/random.h>
+#include <sys/timerfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +15,8 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <memory>
 
 #include "devices/port_pool.hpp"
 
@@ -136,6 +142,19 @@ Expected<LockDir> LockDir::open(const std::string& dir)
             return tl::unexpected(sys_error("inotify_init1 (to learn when another run gives a lease back)", errno));
         if (inotify_add_watch(d.inotify_.get(), path.c_str(), IN_CLOSE_WRITE) < 0)
             return tl::unexpected(sys_error("inotify_add_watch '" + path + "'", errno));
+        d.timer_ = UniqueFd(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+        if (!d.timer_)
+            return tl::unexpected(sys_error("timerfd_create (to end a wait that is left to other runs)", errno));
+        d.poll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
+        if (!d.poll_)
+            return tl::unexpected(sys_error("epoll_create1 (for the lock directory's events)", errno));
+        for (const int fd : {d.inotify_.get(), d.timer_.get()}) {
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ev.data.fd = fd;
+            if (epoll_ctl(d.poll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+                return tl::unexpected(sys_error("epoll_ctl (for the lock directory's events)", errno));
+        }
         return d;
     };
     if (!dir.empty())
@@ -172,7 +191,7 @@ Expected<int> LockDir::file_for(const std::string& key)
     return raw;
 }
 
-Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<const std::string> keys)
+Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<const std::string> keys, bool idle)
 {
     std::vector<Lease> taken;
     taken.reserve(keys.size());
@@ -188,13 +207,26 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
                 open_.emplace(lease.key_, std::move(lease.fd_));
             }
     };
+    // Past its patience an idle run leaves nothing to others; before it,
+    // what runs that waited first wait for, found in one look.
+    const bool patient =
+        !idle || since_.empty() || std::chrono::steady_clock::now() - since_at_ < patience;
+    std::vector<std::string> unclaimed;
+    for (const auto& key : keys)
+        if (inherited_.count(key) == 0 && wanted_.count(key) == 0)
+            unclaimed.push_back(key);
+    const auto first = patient && !unclaimed.empty() ? claimed_first(unclaimed) : std::set<std::string, std::less<>>();
     for (const auto& key : keys) {
         if (inherited_.count(key) != 0) {
             taken.emplace_back(key, UniqueFd());
             continue;
         }
-        if (wanted_.count(key) == 0 && others_want(key)) {
+        if (first.count(key) != 0) {
             give_back();
+            // Waited for in turn: this run's claim, after the earlier one's.
+            want(key);
+            if (idle)
+                arm_patience();
             return Busy{key, 0, true};
         }
         auto fd = file_for(key);
@@ -222,38 +254,125 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
         auto node = open_.extract(key);
         taken.emplace_back(key, std::move(node.mapped()));
     }
-    // Waiting no more: closing them (opened for writing) wakes the runs
-    // that left these leases to this one.
-    wanted_.clear();
+    // Waiting no more: closing the claims (opened for writing) wakes the
+    // runs that left these leases to this one.
+    clear_claims();
     return taken;
 }
 
-bool LockDir::others_want(const std::string& key) const
+namespace {
+
+// "want-KEY@SINCE": the key and when its claimant began to wait; false
+// for any other name.
+bool parse_claim(std::string_view name, std::string_view& key, std::string_view& since)
 {
-    // Read-only, so that closing it is no event. Not there: nobody ever
-    // waited for it. Not openable otherwise: as if nobody waited.
-    const UniqueFd fd(openat(dir_.get(), ("want-" + key).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    if (!fd)
+    if (!name.starts_with("want-"))
         return false;
-    // This run's own shared lock is not there (wanted_ has no such key),
-    // so a refusal is another run's; the close takes the lock away.
-    return flock(fd.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    const auto at = name.find('@');
+    if (at == std::string_view::npos)
+        return false;
+    key = name.substr(5, at - 5);
+    since = name.substr(at + 1);
+    return !since.empty();
+}
+
+}  // namespace
+
+std::set<std::string, std::less<>> LockDir::claimed_first(std::span<const std::string> keys)
+{
+    std::set<std::string, std::less<>> claimed;
+    // Its own descriptor: a directory stream reads from the offset of the
+    // descriptor it is given, which dir_ shares with nobody only this way.
+    const int fd = openat(dir_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return claimed;  // nothing seen is left to anyone: fair no more, never stuck
+    const std::unique_ptr<DIR, int (*)(DIR*)> d(fdopendir(fd), closedir);
+    if (!d) {
+        (void)close(fd);
+        return claimed;
+    }
+    while (const dirent* e = readdir(d.get())) {
+        std::string_view key;
+        std::string_view since;
+        if (!parse_claim(e->d_name, key, since) || since == since_ || (!since_.empty() && since > since_))
+            continue;
+        if (std::find(keys.begin(), keys.end(), key) == keys.end() || claimed.count(key) != 0)
+            continue;
+        // Locked while its run waits; a claim this look can lock is a dead
+        // run's (named only once locked, and never named again): removed.
+        const UniqueFd claim(openat(dir_.get(), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+        if (!claim)
+            continue;
+        if (flock(claim.get(), LOCK_SH | LOCK_NB) == 0) {
+            (void)unlinkat(dir_.get(), e->d_name, 0);  // another user's stays: the next look skips it again
+            continue;
+        }
+        if (errno == EWOULDBLOCK)
+            claimed.emplace(key);
+    }
+    return claimed;
 }
 
 void LockDir::want(const std::string& key)
 {
     if (wanted_.count(key) != 0)
         return;
-    const std::string name = "want-" + key;
-    UniqueFd fd(openat(dir_.get(), name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
-    // Without it this run waits all the same, only not first in line.
+    if (since_.empty()) {
+        timespec now{};
+        (void)clock_gettime(CLOCK_REALTIME, &now);  // cannot fail with this clock
+        std::uint32_t nonce = 0;
+        // Only a tie-break beside the time and the pid: a short read leaves zeros.
+        (void)!getrandom(&nonce, sizeof nonce, GRND_NONBLOCK);
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%020lld.%010d.%08x",
+                      static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec, static_cast<int>(getpid()),
+                      static_cast<unsigned>(nonce));
+        since_ = buf;
+        since_at_ = std::chrono::steady_clock::now();
+    }
+    // Locked under a name no one looks for, then named: a claim another run
+    // can lock is never a live one.
+    const std::string name = "want-" + key + "@" + since_;
+    const std::string draft = "draft-" + key + "@" + since_;
+    UniqueFd fd(openat(dir_.get(), draft.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
+    // Without it this run waits all the same, only not in its turn.
     if (!fd)
         return;
-    open_to_all(fd.get());
-    // Refused only while another run looks (its exclusive probe, for an
-    // instant): the next try says it again.
-    if (flock(fd.get(), LOCK_SH | LOCK_NB) == 0)
-        wanted_.emplace(key, std::move(fd));
+    // Readable by all: another user's run must open it to see it is live.
+    (void)fchmod(fd.get(), 0644);
+    if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0 || renameat(dir_.get(), draft.c_str(), dir_.get(), name.c_str()) != 0) {
+        (void)unlinkat(dir_.get(), draft.c_str(), 0);
+        return;
+    }
+    wanted_.emplace(key, std::move(fd));
+}
+
+void LockDir::clear_claims()
+{
+    for (auto& [key, fd] : wanted_) {
+        // Closed while named, so that the close is seen (IN_CLOSE_WRITE),
+        // then removed; a look in between finds it unlocked and may remove
+        // it first.
+        fd.reset();
+        (void)unlinkat(dir_.get(), ("want-" + key + "@" + since_).c_str(), 0);
+    }
+    wanted_.clear();
+    since_.clear();
+    // Nothing to be patient for.
+    const itimerspec off{};
+    (void)timerfd_settime(timer_.get(), 0, &off, nullptr);
+}
+
+void LockDir::arm_patience()
+{
+    const auto left = std::max(std::chrono::steady_clock::duration::zero(),
+                               since_at_ + patience - std::chrono::steady_clock::now());
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    itimerspec when{};
+    // A zero it_value disarms: at least a nanosecond.
+    when.it_value.tv_sec = static_cast<time_t>(ns / 1000000000);
+    when.it_value.tv_nsec = static_cast<long>(std::max<long long>(ns % 1000000000, ns == 0 ? 1 : 0));
+    (void)timerfd_settime(timer_.get(), 0, &when, nullptr);  // cannot fail with these values
 }
 
 std::vector<Busy> LockDir::held_now(const std::string& dir, std::span<const std::string> keys)
@@ -318,7 +437,9 @@ short LockDir::poll_events() const
 bool LockDir::drain()
 {
     alignas(inotify_event) char buf[4096];
-    bool freed = false;
+    std::uint64_t expired = 0;
+    // Patience over: the next try leaves nothing to others. EAGAIN: not yet.
+    bool freed = read(timer_.get(), &expired, sizeof expired) == static_cast<ssize_t>(sizeof expired);
     for (;;) {
         const ssize_t n = read(inotify_.get(), buf, sizeof buf);
         if (n <= 0)

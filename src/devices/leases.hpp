@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
@@ -84,6 +85,8 @@ public:
 
     LockDir(LockDir&&) noexcept = default;
     LockDir& operator=(LockDir&&) noexcept = default;
+    // Its claims go with it; a killed run's are removed by the next look.
+    ~LockDir() override { clear_claims(); }
 
     const std::string& path() const { return path_; }
 
@@ -95,17 +98,28 @@ public:
     // Descriptors of busy files stay open until the lease is taken, so that
     // trying again wakes nobody (only a holder's close is an event): at
     // most one descriptor per device and port of the run.
-    // Fair between runs: a run that found a lease held waits for it in the
-    // open, a shared flock on "want-KEY" until it takes all it tried for;
-    // a run that is not waiting for a free lease leaves it (Busy::yielded)
-    // while another run is. Without that, a run giving a device back took
-    // it again for its next job before a waiting run could (one run's 30
-    // jobs in a row, now and then), and that run's wait had no end.
-    Expected<std::variant<std::vector<Lease>, Busy>> try_take(std::span<const std::string> keys);
+    // Fair between runs, first come first served: a run that found a lease
+    // held, or left one to another run, waits for it in the open, with a
+    // claim (a file "want-KEY@WHEN", locked while it lasts) stamped with
+    // when the run began to wait; a free lease is left (Busy::yielded) to
+    // a run that waits for it and began to wait first, never to a later
+    // one, so that the longest waiting run takes all it tries for and no
+    // two runs ever leave leases to each other in a circle. Without that a
+    // run giving a device back took it again for its next job before a
+    // waiting run could, and that run's wait had no end; and with a rule
+    // that had no order, three runs each left a device to the next.
+    // `idle`: the run holds no lease, nothing of its own runs: after
+    // `patience` of waiting it leaves nothing to others any more (a run
+    // that waits first may be stopped, ^Z, and take nothing for hours).
+    Expected<std::variant<std::vector<Lease>, Busy>> try_take(std::span<const std::string> keys, bool idle = false);
 
     // Waiting for nothing now (the run has no job left to place): the
     // leases it waited for are others' to take again.
-    void stop_waiting() { wanted_.clear(); }
+    void stop_waiting() { clear_claims(); }
+
+    // How long an idle run leaves free leases to runs that began to wait
+    // before it.
+    static constexpr std::chrono::seconds patience{5};
 
     // Which of `keys` another run holds now, with its pid, neither taking
     // nor waiting (--dry-run). `dir` as open() takes it; a directory that is
@@ -122,31 +136,45 @@ public:
     // given back: the time to try the waiting jobs again.
     void on_freed(std::function<void()> callback) { on_freed_ = std::move(callback); }
 
-    // PollClient: the inotify descriptor, readable when a holder closed a
-    // lease file (IN_CLOSE_WRITE: holders open theirs for writing, and
-    // write their pid into it; tries that fail close nothing).
-    int poll_fd() const override { return inotify_.get(); }
+    // PollClient: an epoll of the inotify descriptor, readable when a
+    // holder closed a lease file or a claim (IN_CLOSE_WRITE: holders open
+    // theirs for writing, and write their pid into it; tries that fail
+    // close nothing), and of the patience timer.
+    int poll_fd() const override { return poll_.get(); }
     short poll_events() const override;
     void on_ready(short revents) override;
 
-    // Reads the pending events; true if any was a lease given back.
+    // Reads the pending events; true if any was a lease given back (or an
+    // idle run's patience ran out: the time to try again).
     bool drain();
 
 private:
     LockDir() = default;
     Expected<int> file_for(const std::string& key);
     static pid_t pid_in(int fd);
-    // Whether another run waits for `key` now (holds "want-KEY" shared).
-    bool others_want(const std::string& key) const;
-    // This run waits for `key`: said with a shared flock on "want-KEY".
+    // Of `keys`, those that a run which began to wait before this one (or
+    // any run, when this one does not wait) waits for now.
+    std::set<std::string, std::less<>> claimed_first(std::span<const std::string> keys);
+    // This run waits for `key`: its claim, made when it first waits.
     void want(const std::string& key);
+    void clear_claims();
+    // Wakes the run when an idle run's patience is over.
+    void arm_patience();
 
     std::string path_;
     UniqueFd dir_;
     UniqueFd inotify_;
+    UniqueFd timer_;  // a timerfd for patience
+    UniqueFd poll_;   // an epoll of both: the run's poll has one descriptor for leases
     std::set<std::string, std::less<>> inherited_;
-    std::map<std::string, UniqueFd, std::less<>> open_;  // busy when last tried
-    std::map<std::string, UniqueFd, std::less<>> wanted_;  // "want-" files this run holds shared
+    std::map<std::string, UniqueFd, std::less<>> open_;     // busy when last tried
+    std::map<std::string, UniqueFd, std::less<>> wanted_;   // this run's claims, by key
+    // When this run began to wait, as its claims are named: wall-clock
+    // nanoseconds (one clock for every PID and time namespace), pid and a
+    // random number, fixed-width so that names compare as times. Empty
+    // while it waits for nothing.
+    std::string since_;
+    std::chrono::steady_clock::time_point since_at_{};
     std::function<void()> on_freed_;
 };
 

@@ -68,7 +68,8 @@ Expected<std::optional<std::size_t>> Placement::lease(const Grant& grant)
         if (held_.count(k) == 0)
             missing.push_back(k);
     if (!missing.empty()) {
-        auto taken = leasing_.dir->try_take(missing);
+        // Holding no lease, nothing of this run runs on a device or port.
+        auto taken = leasing_.dir->try_take(missing, held_.empty());
         if (!taken)
             return tl::unexpected(taken.error());
         if (const auto* busy = std::get_if<leases::Busy>(&*taken)) {

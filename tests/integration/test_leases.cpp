@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <memory>
 #include <string>
 
 #include "process.hpp"
@@ -58,7 +59,77 @@ void two_runs(const std::string& head, const std::string& what, std::vector<std:
     CHECK_MESSAGE(overlaps.empty(), overlaps.size() << " overlaps, the first: " << overlaps.front());
 }
 
+// Jobs of `sizes` devices in turn, `count` of them, each a short sleep.
+std::string mixed_jobs(const std::string& prefix, int count, const std::vector<int>& sizes)
+{
+    std::string cmds;
+    for (int i = 0; i < count; ++i)
+        cmds += "@" + std::to_string(sizes[static_cast<std::size_t>(i) % sizes.size()]) + ",label=" + prefix +
+                std::to_string(i + 1) + " sleep 0.0" + std::to_string(1 + i % 3) + "\n";
+    return cmds;
+}
+
+// Runs started at once on one lock directory, `tries` times: every try of
+// every run ends, well within `limit` (a run that waits for another run
+// that waits for it would sit there for ever).
+void runs_end(const std::vector<std::pair<std::string, std::vector<int>>>& runs, int jobs, int tries,
+              std::chrono::milliseconds limit)
+{
+    for (int t = 0; t < tries; ++t) {
+        TempDir dir;
+        std::vector<std::unique_ptr<Process>> started;
+        for (std::size_t r = 0; r < runs.size(); ++r) {
+            const std::string name = std::string(1, static_cast<char>('a' + r));
+            started.push_back(std::make_unique<Process>(std::vector<std::string>{
+                pto_par(), "-d", runs[r].first, "--lock-dir", dir.file("locks"),
+                dir.write(name + ".cmds", mixed_jobs(name, jobs, runs[r].second))}));
+        }
+        for (std::size_t r = 0; r < started.size(); ++r) {
+            const auto f = started[r]->wait(limit);
+            INFO("try " << t + 1 << ", run " << r + 1 << ": " << f.err);
+            REQUIRE(!f.timed_out);
+            CHECK(f.exit_code == 0);
+        }
+    }
+}
+
 }  // namespace
+
+TEST_SUITE("leases_order") {
+
+TEST_CASE("three runs on one lock dir, two of -d 0-2 and one of -d 1-2, never wait for each other for ever")
+{
+    runs_end({{"0-2", {1, 2, 3}}, {"0-2", {2, 3, 1}}, {"1-2", {1, 2}}}, 30, 8, 20s);
+}
+
+TEST_CASE("two runs on -d 0-1 with jobs of one and two devices never wait for each other for ever")
+{
+    runs_end({{"0-1", {1, 2}}, {"0-1", {2, 1}}}, 30, 12, 20s);
+}
+
+TEST_CASE("a run with nothing running is not kept waiting for ever by a stopped run that waited first")
+{
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    Process holder({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("a.cmds", "@1,label=hold sleep 1\n")});
+    REQUIRE(holder.wait_for_stderr("START hold", 10s));
+    Process first({pto_par(), "-v", "-d", "0", "--lock-dir", locks, dir.write("s.cmds", "@1,label=first true\n")});
+    REQUIRE(first.wait_for_stderr("WAIT first", 10s));
+    // ^Z: it waits first, and takes nothing while it is stopped.
+    first.send(SIGSTOP);
+    CHECK(holder.wait(20s).exit_code == 0);
+    const auto later = run({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("c.cmds", "@1,label=later true\n")},
+                           {}, {}, 30s);
+    INFO(later.err);
+    CHECK_FALSE(later.timed_out);
+    CHECK(later.exit_code == 0);
+    first.send(SIGCONT);
+    const auto f = first.wait(30s);
+    INFO(f.err);
+    CHECK(f.exit_code == 0);
+}
+
+}
 
 TEST_SUITE("leases") {
 

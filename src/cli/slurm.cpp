@@ -18,6 +18,7 @@
 #include "common/unique_fd.hpp"
 #include "agent/step_agent.hpp"
 #include "devices/discovery.hpp"
+#include "runner/launcher.hpp"
 #include "slurm/step_checks.hpp"
 
 extern char** environ;
@@ -248,6 +249,11 @@ Expected<SlurmSetup> slurm_setup(const Options& opt, int argc, char** argv)
         return fail("--launcher slurm takes its devices from the allocation: leave out -d");
     cli::forget_allocation_gpu_requests();
     SlurmSetup s;
+    // Found now, not by every job's srun failing with "command not found".
+    const char* search = std::getenv("PATH");
+    for (const std::string& program : {s.options.srun, s.options.scancel, s.options.squeue})
+        if (!runner::resolve_program(program, search != nullptr ? search : ""))
+            return fail("--launcher slurm needs Slurm's " + program + ", which is not on $PATH");
     auto nodes = cli::read_allocation(job_id);
     if (!nodes)
         return tl::unexpected(nodes.error());

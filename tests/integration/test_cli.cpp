@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include "process.hpp"
@@ -83,6 +85,23 @@ TEST_CASE("errors in the commands file are reported compiler-style and nothing s
     CHECK(r.err.find(file + ":2:") != std::string::npos);
     CHECK(r.err.find(": error: ") != std::string::npos);
     CHECK_FALSE(std::filesystem::exists(marker));
+}
+
+TEST_CASE("--launcher slurm without srun on $PATH says so up front, before any job")
+{
+    TempDir dir;
+    // scontrol answers; srun, scancel and squeue are nowhere on $PATH.
+    std::filesystem::create_directory(dir.path() + "/bin");
+    const std::string scontrol = dir.write("bin/scontrol",
+                                           "#!/bin/sh\necho 'JobId=1'\necho '   NodeList=n1'\n"
+                                           "echo '     Nodes=n1 CPU_IDs=0-1 Mem=0 GRES=gpu:2(IDX:0-1)'\n");
+    REQUIRE(chmod(scontrol.c_str(), 0755) == 0);
+    const auto r = run({pto_par(), "--launcher", "slurm", dir.write("x.cmds", "true\n")}, {},
+                       {"SLURM_JOB_ID=1", "PATH=" + dir.path() + "/bin"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("srun") != std::string::npos);
+    CHECK(r.err.find("$PATH") != std::string::npos);
+    CHECK(r.err.find("FAIL") == std::string::npos);
 }
 
 TEST_CASE("PTO_PAR_DEVICES that does not parse is an error naming the variable")

@@ -37,7 +37,9 @@
 //
 // Each rank has its own C++ exception state (the exception a `throw;` rethrows,
 // std::uncaught_exceptions()) and its own floating-point control and exception
-// flags (MXCSR and x87 control word; FPCR and FPSR). The assembly context switch
+// flags (MXCSR and the x87 control and status words; FPCR and FPSR). A rank
+// starts with the spawning thread's rounding mode and masks and no exception
+// flag raised. The assembly context switch
 // does not save the signal mask: ranks share the thread's.
 //
 // A stack overflow hits the guard region, which no frame of at most its size
@@ -65,6 +67,9 @@
 // Using get_rank() and the other in-rank functions outside a rank, or calling
 // spawn() or SpawnContext::join() inside one, throws std::logic_error. One thread
 // may hold several unjoined contexts; each has its own ranks and collectives.
+// A context is joined on the thread that spawned it (elsewhere join() throws
+// std::logic_error): ranks run on that thread, and errno and every other
+// thread-local a rank uses are that thread's, shared by all its ranks.
 #pragma once
 
 #include <algorithm>
@@ -106,14 +111,15 @@ struct SpawnOptions {
     // assembly where this build or CPU has none, or where it is unsafe, makes
     // spawn throw std::invalid_argument.
     ContextKind context = ContextKind::automatic;
-    // A rank that does nothing but yield() while another is blocked or has
-    // returned may be waiting for something only that one could do, and would
-    // spin for ever. After this many rounds in a row in which ranks only
-    // yielded while some rank stayed blocked or had returned, the spawn fails
-    // with a DeadlockError naming the
-    // spinning ranks. 0 never gives up: a rank that yields through a long
-    // computation while others wait then needs it.
+    // A rank that does nothing but yield() may be waiting for something only
+    // another could do, one that is blocked, has returned, or spins too, and
+    // would spin for ever. Once ranks have done nothing but yield for this
+    // many rounds in a row and, after that, for yield_only_time, the spawn
+    // fails with a DeadlockError naming the spinning ranks. 0 rounds never
+    // gives up; 0 time stops at the rounds. A rank that yields through a
+    // long computation while the others wait or also yield needs more.
     std::size_t yield_only_rounds = 1'000'000;
+    std::chrono::nanoseconds yield_only_time = std::chrono::seconds(5);
 };
 
 // A spawn ended because a rank's body threw.
@@ -168,7 +174,8 @@ public:
     void join();
 
     // Runs whole rounds until every rank has returned, true, or until a round
-    // ends after `timeout` has passed, false; at least one round per call, so
+    // ends after `timeout` has passed, false (nanoseconds::max() never
+    // passes, as torch's timeout=None); at least one round per call, so
     // that join(0s) in a loop makes progress. The ranks do not run between
     // calls: unlike torch's processes they live on this thread. Throws as
     // join() does; after the end, returns true at once.
@@ -181,7 +188,10 @@ private:
     std::unique_ptr<detail::World> world_;
 };
 
-// Runs fn(rank) on nprocs ranks. With options.join (the default) it returns after
+// Runs fn(rank) on nprocs ranks, each on its own copy of fn, made on the rank's
+// stack when it starts (a copy that throws fails that rank), as each torch
+// process unpickles its own: captures are not shared between ranks; what
+// they point to or reference is. With options.join (the default) it returns after
 // every rank has returned, or throws SpawnError / DeadlockError; otherwise it
 // returns a context to join() later. Throws std::invalid_argument for an empty
 // fn, a negative nprocs, a stack below 16 KiB or too large to round up with its
@@ -192,7 +202,8 @@ private:
 SpawnContext spawn(std::function<void(int rank)> fn, int nprocs, SpawnOptions options = {});
 
 // torch's args=(...): each rank calls fn(rank, a...) on its own copy of args, as
-// a separate process would receive its own.
+// a separate process would receive its own (each rank's copy of this wrapper,
+// see spawn above, holds them).
 template <class Fn, class... Args>
     requires std::invocable<Fn&, int, Args&...> && std::copy_constructible<Fn> &&
              (std::copy_constructible<Args> && ...)
@@ -200,8 +211,7 @@ SpawnContext spawn(Fn fn, std::tuple<Args...> args, int nprocs, SpawnOptions opt
 {
     return spawn(
         [fn = std::move(fn), args = std::move(args)](int rank) mutable {
-            auto own = args;
-            std::apply([&](Args&... a) { std::invoke(fn, rank, a...); }, own);
+            std::apply([&](Args&... a) { std::invoke(fn, rank, a...); }, args);
         },
         nprocs, options);
 }

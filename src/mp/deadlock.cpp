@@ -57,7 +57,10 @@ std::string World::spin_report() const
         others += (others.empty() ? "" : " and ") + std::to_string(returned) + " of " + std::to_string(size()) +
                   " ranks had returned";
     return "spawn deadlocked: " + rank_list(spinning) + " only yielded for " +
-           std::to_string(scheduler_.idle_rounds()) + " rounds while " + others + rank_lines();
+           std::to_string(scheduler_.idle_rounds()) + " rounds" + (others.empty() ? "" : " while " + others) +
+           rank_lines() +
+           "\n  (a longer spin needs a larger SpawnOptions::yield_only_rounds or yield_only_time; 0 rounds never "
+           "gives up)";
 }
 
 std::string World::rank_lines() const

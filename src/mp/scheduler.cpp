@@ -34,9 +34,8 @@ bool by_rank(const Rank* a, const Rank* b)
 
 }  // namespace
 
-Scheduler::Scheduler(std::function<void(int)> fn, std::span<Rank> ranks, std::size_t yield_only_rounds,
-                     Reporter report)
-    : fn_(std::move(fn)), ranks_(ranks), report_(std::move(report)), yield_only_rounds_(yield_only_rounds)
+Scheduler::Scheduler(std::function<void(int)> fn, std::span<Rank> ranks, SpinLimit spin_limit, Reporter report)
+    : fn_(std::move(fn)), ranks_(ranks), report_(std::move(report)), spin_limit_(spin_limit)
 {
     // Reserved once, so that nothing the scheduler does between two switches
     // can fail for want of memory.
@@ -84,7 +83,6 @@ bool Scheduler::unwind() noexcept
 
 Outcome Scheduler::run(std::optional<Clock::time_point> deadline)
 {
-    const auto nprocs = static_cast<std::size_t>(size());
     for (;;) {
         for (Activity* activity : activities_) activity->complete_ready();
         std::sort(woken_.begin(), woken_.end(), by_rank);
@@ -103,13 +101,15 @@ Outcome Scheduler::run(std::optional<Clock::time_point> deadline)
         resume(round_.front()->context);
         if (failure_) return end_early(*failure_);
         if (exiting_ != nullptr) return end_early(ThreadExit{});
-        // A rank that waits, by yielding, for one that is blocked or has
-        // returned may wait for ever.
-        const bool someone_stopped = yielded_.size() < nprocs;
-        if (progress_ || !someone_stopped) {
+        // A rank that waits, by yielding, for one that is blocked, has
+        // returned or yields too may wait for ever. The clock is read only
+        // once the rounds are spent.
+        if (progress_) {
             idle_rounds_ = 0;
-        } else if (yield_only_rounds_ != 0 && ++idle_rounds_ >= yield_only_rounds_) {
-            return end_early(Deadlocked{report_(Stall::spinning), {}});
+        } else if (spin_limit_.rounds != 0 && ++idle_rounds_ >= spin_limit_.rounds) {
+            const auto now = spin_limit_.time.count() == 0 ? Clock::time_point{} : Clock::now();
+            if (idle_rounds_ == spin_limit_.rounds) rounds_spent_at_ = now;
+            if (now - rounds_spent_at_ >= spin_limit_.time) return end_early(Deadlocked{report_(Stall::spinning), {}});
         }
         progress_ = false;
         if (deadline && finished_ < size() && Clock::now() >= *deadline) return Paused{};
@@ -150,7 +150,9 @@ void Scheduler::run_body(Rank& me) noexcept
 {
     std::exception_ptr escaped;
     try {
-        fn_(me.id);
+        // Its own copy, as each process of torch unpickles its own.
+        std::function<void(int)> own = fn_;
+        own(me.id);
     } catch (const RankKilled&) {
         // Unwound because the spawn ended, or after an error kept in
         // pending_error; not an error of its own.

@@ -53,13 +53,20 @@ using Outcome = std::variant<Completed, Failed, Deadlocked, Paused, ThreadExit>;
 // are blocked.
 enum class Stall : unsigned char { blocked, spinning };
 
+// How long ranks may do nothing but yield: SpawnOptions::yield_only_rounds
+// and yield_only_time.
+struct SpinLimit {
+    std::size_t rounds;
+    std::chrono::nanoseconds time;
+};
+
 class Scheduler {
 public:
     using Clock = std::chrono::steady_clock;
     // The deadlock report for a stall, written before the ranks are unwound.
     using Reporter = std::function<std::string(Stall)>;
 
-    Scheduler(std::function<void(int)> fn, std::span<Rank> ranks, std::size_t yield_only_rounds, Reporter report);
+    Scheduler(std::function<void(int)> fn, std::span<Rank> ranks, SpinLimit spin_limit, Reporter report);
 
     // Completed between rounds in the order added.
     void add_activity(Activity& activity) { activities_.push_back(&activity); }
@@ -156,11 +163,12 @@ private:
     SpawnError::Errors unwound_;  // see Deadlocked::errors
     std::string notes_;           // see Failed::notes
 
-    // A rank that only yields while another is blocked or has returned may be
-    // waiting for something only that rank could do: after this many rounds
-    // in a row with nothing but yields, the spawn counts as deadlocked (0: never).
-    std::size_t yield_only_rounds_;
+    // A rank that only yields may be waiting for something only another
+    // could do: after this many rounds in a row with nothing but yields, and
+    // the time after them, the spawn counts as deadlocked (0 rounds: never).
+    SpinLimit spin_limit_;
     std::size_t idle_rounds_ = 0;
+    Clock::time_point rounds_spent_at_{};  // when idle_rounds_ reached the limit
     bool progress_ = false;  // this round did more than yield
 };
 

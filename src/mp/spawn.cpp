@@ -45,10 +45,31 @@ void finish(std::unique_ptr<detail::World>& world, const detail::Outcome& outcom
     if (const auto* exit = std::get_if<detail::ThreadExit>(&outcome)) detail::continue_thread_exit(*exit);
 }
 
-void refuse_inside_rank(const char* what)
+void refuse_inside_rank(const char* what, const char* why)
 {
     if (detail::Scheduler::in_rank())
-        throw std::logic_error(std::string("pto::mp::") + what + " called inside a rank; ranks cannot spawn ranks");
+        throw std::logic_error(std::string("pto::mp::") + what + " called inside a rank; " + why);
+}
+
+// The ranks' stacks hold what the compiler keeps of the thread, such as
+// &errno and other thread-locals' addresses: they run on the thread that
+// spawned them, or write into another's.
+void refuse_other_thread(const detail::World& world, const char* what)
+{
+    if (!world.on_spawning_thread())
+        throw std::logic_error(std::string("pto::mp::") + what +
+                               " called on a thread other than the one that spawned it; a context is joined on its "
+                               "spawning thread");
+}
+
+// now() + timeout, or the end of time where that would overflow.
+detail::World::Clock::time_point deadline_after(std::chrono::nanoseconds timeout)
+{
+    using Clock = detail::World::Clock;
+    const Clock::time_point now = Clock::now();
+    const auto room = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::time_point::max() - now);
+    if (timeout >= room) return Clock::time_point::max();
+    return now + std::chrono::duration_cast<Clock::duration>(timeout);
 }
 
 }  // namespace
@@ -60,17 +81,18 @@ SpawnContext::~SpawnContext() = default;
 
 void SpawnContext::join()
 {
-    refuse_inside_rank("SpawnContext::join()");
+    refuse_inside_rank("SpawnContext::join()", "a context is joined outside its ranks, on its spawning thread");
     if (!world_) return;
+    refuse_other_thread(*world_, "SpawnContext::join()");
     finish(world_, world_->run());
 }
 
 bool SpawnContext::join(std::chrono::nanoseconds timeout)
 {
-    refuse_inside_rank("SpawnContext::join(timeout)");
+    refuse_inside_rank("SpawnContext::join(timeout)", "a context is joined outside its ranks, on its spawning thread");
     if (!world_) return true;
-    const auto deadline = detail::World::Clock::now() + timeout;
-    const detail::Outcome outcome = world_->run(deadline);
+    refuse_other_thread(*world_, "SpawnContext::join(timeout)");
+    const detail::Outcome outcome = world_->run(deadline_after(timeout));
     if (std::holds_alternative<detail::Paused>(outcome)) return false;
     finish(world_, outcome);
     return true;
@@ -78,7 +100,7 @@ bool SpawnContext::join(std::chrono::nanoseconds timeout)
 
 SpawnContext spawn(std::function<void(int)> fn, int nprocs, SpawnOptions options)
 {
-    refuse_inside_rank("spawn()");
+    refuse_inside_rank("spawn()", "ranks cannot spawn ranks");
     if (!fn) throw std::invalid_argument("pto::mp::spawn: fn is empty");
     if (nprocs < 0) throw std::invalid_argument("pto::mp::spawn: nprocs is " + std::to_string(nprocs));
     if (options.stack_bytes < min_stack_bytes)
@@ -92,7 +114,7 @@ SpawnContext spawn(std::function<void(int)> fn, int nprocs, SpawnOptions options
     if (!kind)
         throw std::invalid_argument("pto::mp::spawn: cannot use the assembly context switch: " +
                                     kind.error().message);
-    auto world = detail::World::create(std::move(fn), nprocs, {*usable, *kind, options.yield_only_rounds});
+    auto world = detail::World::create(std::move(fn), nprocs, {*usable, *kind, {options.yield_only_rounds, options.yield_only_time}});
     if (!world) throw_error(world.error());
     SpawnContext context(std::move(*world));
     if (options.join) context.join();

@@ -36,11 +36,14 @@ void* prepare_asm_stack(std::span<std::byte> stack, void (*enter)(void*), void* 
     *--slot = address(reinterpret_cast<const void*>(enter));     // r13
     *--slot = 0;  // r14
     *--slot = 0;  // r15
-    // A new context starts with the creating thread's rounding mode and masks.
+    // A new context starts with the creating thread's rounding mode and
+    // masks, and with no exception flags raised (MXCSR bits 0-5; the x87
+    // status byte, 0), as on aarch64.
     std::uint32_t mxcsr = 0;
     std::uint16_t fpu_control = 0;
     asm volatile("stmxcsr %0" : "=m"(mxcsr));
     asm volatile("fnstcw %0" : "=m"(fpu_control));
+    mxcsr &= ~std::uint32_t{0x3f};
     *--slot = mxcsr | std::uint64_t{fpu_control} << 32;
     return slot;
 }

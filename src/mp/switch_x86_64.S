@@ -1,11 +1,14 @@
 /* The x86-64 System V context switch; see switch.hpp.
 
    Frame of a suspended context, from its saved stack pointer up:
-     0  MXCSR (4 bytes), x87 control word (2 bytes), padding
+     0  MXCSR (4 bytes), x87 control word (2 bytes), x87 status word (2 bytes)
      8  r15, r14, r13, r12, rbx, rbp
     56  return address
    The MXCSR carries the rounding mode and the sticky exception flags of
-   SSE; only the x87 control word is kept, as the ABI asks.
+   SSE; the x87 control word its own, and the status word's low byte the
+   x87 exception flags, which go with each context too. Those flags are
+   the same on both sides of nearly every switch (none raised): only where
+   they differ is the status word rewritten, out of line.
 
    No shadow stack is switched: a `ret` onto another context's stack would
    fault under CET SHSTK. So this object claims IBT (its one entry point
@@ -49,9 +52,15 @@ pto_mp_switch:
     .cfi_adjust_cfa_offset 8
     stmxcsr (%rsp)
     fnstcw 4(%rsp)
+    fnstsw 6(%rsp)
+    movzbl 6(%rsp), %edx
     movq %rsp, (%rdi)
     movq %rsi, %rsp
     ldmxcsr (%rsp)
+    movzbl 6(%rsp), %eax
+    cmpl %eax, %edx
+    jne .Lx87_flags
+.Lx87_flags_done:
     fldcw 4(%rsp)
     addq $8, %rsp
     popq %r15
@@ -61,6 +70,21 @@ pto_mp_switch:
     popq %rbx
     popq %rbp
     ret
+
+/* The resumed context's x87 exception flags (in %al) differ from the ones
+   left: none to raise is fnclex; otherwise the environment is stored below
+   the stack pointer (the red zone: no call intervenes), its status byte
+   replaced, and loaded back. The control word is loaded after this. */
+.Lx87_flags:
+    testl %eax, %eax
+    jnz 1f
+    fnclex
+    jmp .Lx87_flags_done
+1:
+    fnstenv -32(%rsp)
+    movb %al, -28(%rsp)
+    fldenv -32(%rsp)
+    jmp .Lx87_flags_done
     .cfi_endproc
     .size pto_mp_switch, .-pto_mp_switch
 

@@ -48,6 +48,24 @@ namespace {
     std::abort();
 }
 
+// A new context starts with no floating-point exception flags raised, as
+// on the assembly switch: getcontext took the creating thread's.
+void clear_exception_flags(ucontext_t& uc) noexcept
+{
+#if defined(__x86_64__)
+    if (uc.uc_mcontext.fpregs == nullptr) return;
+    uc.uc_mcontext.fpregs->mxcsr &= ~0x3fU;
+    uc.uc_mcontext.fpregs->swd &= static_cast<unsigned short>(~0xffU);
+#elif defined(__i386__)
+    if (uc.uc_mcontext.fpregs == nullptr) return;
+    uc.uc_mcontext.fpregs->sw &= ~0xffUL;
+#else
+    // aarch64's getcontext keeps FPSR in a record of its own; ranks there
+    // start with the creating thread's flags on this switch.
+    static_cast<void>(uc);
+#endif
+}
+
 }  // namespace
 
 void UcontextSwitch::adopt_thread()
@@ -64,6 +82,7 @@ Expected<void> UcontextSwitch::prepare(std::span<std::byte> stack, void (*enter)
     uc_->uc_stack.ss_sp = stack.data();
     uc_->uc_stack.ss_size = stack.size();
     uc_->uc_link = nullptr;  // entry never returns
+    clear_exception_flags(*uc_);
     UcontextEntry<std::make_index_sequence<pointer_words>>::make(*uc_, this);
     return {};
 }

@@ -9,9 +9,9 @@
 
 namespace pto::mp::detail {
 
-World::World(std::function<void(int)> fn, int nprocs, std::size_t yield_only_rounds)
+World::World(std::function<void(int)> fn, int nprocs, SpinLimit spin_limit)
     : ranks_(static_cast<std::size_t>(nprocs)),
-      scheduler_(std::move(fn), ranks_, yield_only_rounds, [this](Stall stall) { return report(stall); }),
+      scheduler_(std::move(fn), ranks_, spin_limit, [this](Stall stall) { return report(stall); }),
       collectives_(scheduler_, ranks_),
       mailbox_(scheduler_, ranks_)
 {
@@ -26,7 +26,7 @@ Expected<std::unique_ptr<World>> World::create(std::function<void(int)> fn, int 
 {
     const auto n = static_cast<std::size_t>(nprocs);
     if (auto budget = check_map_budget(n); !budget) return tl::unexpected(budget.error());
-    std::unique_ptr<World> world(new World(std::move(fn), nprocs, options.yield_only_rounds));
+    std::unique_ptr<World> world(new World(std::move(fn), nprocs, options.spin_limit));
     world->scheduler_.main().adopt_thread(options.kind);
     // After the world, so gone before it: the stacks keep their chunks.
     StackCarver stacks(n, options.usable_stack_bytes);

@@ -12,6 +12,8 @@
 
 #include <pto/mp.hpp>
 
+#include <pthread.h>
+
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -26,7 +28,7 @@ public:
     struct Options {
         std::size_t usable_stack_bytes;  // see usable_stack_bytes()
         SwitchKind kind;
-        std::size_t yield_only_rounds;
+        SpinLimit spin_limit;
     };
     static Expected<std::unique_ptr<World>> create(std::function<void(int)> fn, int nprocs, Options options);
     World(const World&) = delete;
@@ -39,13 +41,14 @@ public:
     Outcome run(std::optional<Clock::time_point> deadline = std::nullopt);
 
     int size() const noexcept { return static_cast<int>(ranks_.size()); }
+    bool on_spawning_thread() const noexcept { return pthread_equal(pthread_self(), spawner_) != 0; }
 
     Scheduler& scheduler() noexcept { return scheduler_; }
     Collectives& collectives() noexcept { return collectives_; }
     Mailbox& mailbox() noexcept { return mailbox_; }
 
 private:
-    World(std::function<void(int)> fn, int nprocs, std::size_t yield_only_rounds);
+    World(std::function<void(int)> fn, int nprocs, SpinLimit spin_limit);
 
     std::string report(Stall stall) const;
     std::string describe_wait(const Rank& rank) const;
@@ -55,6 +58,7 @@ private:
 
     std::vector<Rank> ranks_;
     std::vector<GuardRegion> guards_;
+    pthread_t spawner_ = pthread_self();
     Scheduler scheduler_;
     Collectives collectives_;
     Mailbox mailbox_;

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <pto/mp.hpp>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -142,7 +143,7 @@ TEST_SUITE("mp.deadlock")
                     if (rank == 1) mp::barrier();
                     while (!never) mp::yield();
                 },
-                3, {.yield_only_rounds = 1000});
+                3, {.yield_only_rounds = 1000, .yield_only_time = std::chrono::nanoseconds(0)});
             FAIL("spawn did not throw");
         } catch (const mp::DeadlockError& e) {
             message = e.what();
@@ -151,7 +152,9 @@ TEST_SUITE("mp.deadlock")
               "spawn deadlocked: ranks 0,2 only yielded for 1000 rounds while 1 of 3 ranks stayed blocked\n"
               "  rank 0: yield() only, for 1000 rounds\n"
               "  rank 1: barrier #1 (1 of 3 arrived)\n"
-              "  rank 2: yield() only, for 1000 rounds");
+              "  rank 2: yield() only, for 1000 rounds\n"
+              "  (a longer spin needs a larger SpawnOptions::yield_only_rounds or yield_only_time; 0 rounds never "
+              "gives up)");
     }
 
     TEST_CASE("a rank that only yields while the others have returned is a deadlock that names it")
@@ -162,10 +165,42 @@ TEST_SUITE("mp.deadlock")
                       if (rank == 0)
                           while (!never) mp::yield();
                   },
-                  2, {.yield_only_rounds = 1000}) ==
+                  2, {.yield_only_rounds = 1000, .yield_only_time = std::chrono::nanoseconds(0)}) ==
               "spawn deadlocked: rank 0 only yielded for 1000 rounds while 1 of 2 ranks had returned\n"
               "  rank 0: yield() only, for 1000 rounds\n"
-              "  rank 1: returned");
+              "  rank 1: returned\n"
+              "  (a longer spin needs a larger SpawnOptions::yield_only_rounds or yield_only_time; 0 rounds never "
+              "gives up)");
+    }
+
+    TEST_CASE("ranks that all only yield, each waiting for another, are a deadlock")
+    {
+        std::vector<bool> done(2, false);
+        CHECK(mp_test::spawn_failure(
+                  [&](int rank) {
+                      while (!done[static_cast<std::size_t>(1 - rank)]) mp::yield();
+                      done[static_cast<std::size_t>(rank)] = true;
+                  },
+                  2, {.yield_only_rounds = 1000, .yield_only_time = std::chrono::nanoseconds(0)}) ==
+              "spawn deadlocked: ranks 0-1 only yielded for 1000 rounds\n"
+              "  rank 0: yield() only, for 1000 rounds\n"
+              "  rank 1: yield() only, for 1000 rounds\n"
+              "  (a longer spin needs a larger SpawnOptions::yield_only_rounds or yield_only_time; 0 rounds never "
+              "gives up)");
+    }
+
+    TEST_CASE("a spin is no deadlock before its time is up, however many rounds it takes")
+    {
+        // 1,500 rounds of yields after the peer returned: past the rounds,
+        // well within the default time.
+        int yields = 0;
+        mp::spawn(
+            [&](int rank) {
+                if (rank == 0)
+                    for (; yields < 1500; ++yields) mp::yield();
+            },
+            2, {.yield_only_rounds = 1000});
+        CHECK(yields == 1500);
     }
 
     TEST_CASE("yielding through a long computation while others wait is no deadlock")

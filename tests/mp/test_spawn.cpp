@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -158,21 +159,27 @@ TEST_SUITE("mp.spawn")
     {
         auto outer = mp::spawn([](int) {}, 1, {.join = false});
         int refused = 0;
+        std::string spawn_refusal, join_refusal;
         mp::spawn(
             [&](int) {
                 try {
                     mp::spawn([](int) {}, 1);
-                } catch (const std::logic_error&) {
+                } catch (const std::logic_error& e) {
                     ++refused;
+                    spawn_refusal = e.what();
                 }
                 try {
                     outer.join();
-                } catch (const std::logic_error&) {
+                } catch (const std::logic_error& e) {
                     ++refused;
+                    join_refusal = e.what();
                 }
             },
             2);
         CHECK(refused == 4);
+        CHECK(spawn_refusal == "pto::mp::spawn() called inside a rank; ranks cannot spawn ranks");
+        CHECK(join_refusal == "pto::mp::SpawnContext::join() called inside a rank; a context is joined outside its "
+                              "ranks, on its spawning thread");
         CHECK_NOTHROW(outer.join());
     }
 
@@ -313,6 +320,81 @@ TEST_SUITE("mp.spawn")
             2);
         CHECK(raised == std::vector<int>{1, 0});
         CHECK(std::fetestexcept(FE_DIVBYZERO) == 0);
+    }
+
+    TEST_CASE("x87 exception flags stay with the rank that raised them, and ranks start without any")
+    {
+        volatile long double zero = 0.0L;
+        std::feclearexcept(FE_ALL_EXCEPT);
+        volatile long double infinite = 1.0L / zero;
+        const bool flags_work = std::fetestexcept(FE_DIVBYZERO) != 0;
+        std::feclearexcept(FE_ALL_EXCEPT);
+        if (!flags_work) {
+            MESSAGE("this CPU or emulator raises no floating-point flags; nothing to check");
+            return;
+        }
+        std::vector<int> raised(3, -1);
+        std::vector<int> at_start(3, -1);
+        // The spawner's own flags are not the ranks'.
+        volatile double one = 1.0, three = 3.0;
+        volatile double third = one / three;
+        static_cast<void>(third);
+        REQUIRE(std::fetestexcept(FE_INEXACT) != 0);
+        mp::spawn(
+            [&](int rank) {
+                at_start[static_cast<std::size_t>(rank)] = std::fetestexcept(FE_ALL_EXCEPT);
+                if (rank == 0) infinite = 1.0L / zero;
+                mp::yield();
+                raised[static_cast<std::size_t>(rank)] = std::fetestexcept(FE_DIVBYZERO) != 0;
+            },
+            3);
+        CHECK(raised == std::vector<int>{1, 0, 0});
+        CHECK(at_start == std::vector<int>(3, 0));
+        CHECK(std::fetestexcept(FE_DIVBYZERO) == 0);
+        CHECK(std::fetestexcept(FE_INEXACT) != 0);
+        std::feclearexcept(FE_ALL_EXCEPT);
+    }
+
+    TEST_CASE("each rank runs its own copy of fn, as each process has its own")
+    {
+        std::vector<int> seen(3, -1);
+        mp::spawn(
+            [&seen, calls = 0](int rank) mutable {
+                ++calls;
+                mp::yield();
+                seen[static_cast<std::size_t>(rank)] = calls;
+            },
+            3);
+        CHECK(seen == std::vector<int>(3, 1));
+    }
+
+    TEST_CASE("join() with the largest timeout waits for the end")
+    {
+        auto context = mp::spawn(
+            [](int) {
+                for (int i = 0; i < 3; ++i) mp::yield();
+            },
+            2, {.join = false});
+        CHECK(context.join(std::chrono::nanoseconds::max()));
+    }
+
+    TEST_CASE("a context is joined on the thread that spawned it")
+    {
+        int runs = 0;
+        auto context = mp::spawn([&](int) { ++runs; }, 2, {.join = false});
+        std::string refused;
+        std::thread([&] {
+            try {
+                context.join();
+            } catch (const std::logic_error& e) {
+                refused = e.what();
+            }
+        }).join();
+        CHECK(refused == "pto::mp::SpawnContext::join() called on a thread other than the one that spawned it; a "
+                         "context is joined on its spawning thread");
+        CHECK(runs == 0);
+        context.join();
+        CHECK(runs == 2);
     }
 
     TEST_CASE("join(timeout) runs whole rounds until the ranks end or the time is spent")

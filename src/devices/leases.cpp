@@ -23,6 +23,11 @@
 namespace pto::leases {
 namespace {
 
+// A holder's close (a lease or a claim given back), and what removes this
+// run's files or the directory under it.
+constexpr std::uint32_t watched_events =
+    IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF;
+
 // A directory every user's runs can lease in: made sticky and writable by
 // all (as /tmp), whatever the umask; an existing one is used as it is.
 Expected<void> make_shared_dir(const std::string& dir)
@@ -140,7 +145,7 @@ Expected<LockDir> LockDir::open(const std::string& dir)
         d.inotify_ = UniqueFd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
         if (!d.inotify_)
             return tl::unexpected(sys_error("inotify_init1 (to learn when another run gives a lease back)", errno));
-        if (inotify_add_watch(d.inotify_.get(), path.c_str(), IN_CLOSE_WRITE) < 0)
+        if (inotify_add_watch(d.inotify_.get(), path.c_str(), watched_events) < 0)
             return tl::unexpected(sys_error("inotify_add_watch '" + path + "'", errno));
         d.timer_ = UniqueFd(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
         if (!d.timer_)
@@ -201,10 +206,12 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
     const auto give_back = [this, &taken] {
         for (auto& lease : taken)
             if (!lease.inherited()) {
+                auto node = held_.extract(lease.key_);
                 // Cannot fail on a lock we hold; were it to, closing the
                 // descriptor below gives the lock back all the same.
-                (void)flock(lease.fd_.get(), LOCK_UN);
-                open_.emplace(lease.key_, std::move(lease.fd_));
+                (void)flock(node.mapped().get(), LOCK_UN);
+                open_.insert(std::move(node));
+                lease.dir_ = nullptr;
             }
     };
     // Past its patience an idle run leaves nothing to others; before it,
@@ -218,7 +225,7 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
     const auto first = patient && !unclaimed.empty() ? claimed_first(unclaimed) : std::set<std::string, std::less<>>();
     for (const auto& key : keys) {
         if (inherited_.count(key) != 0) {
-            taken.emplace_back(key, UniqueFd());
+            taken.emplace_back(key, nullptr);
             continue;
         }
         if (first.count(key) != 0) {
@@ -229,18 +236,33 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
                 arm_patience();
             return Busy{key, 0, true};
         }
-        auto fd = file_for(key);
-        if (!fd) {
-            give_back();
-            return tl::unexpected(fd.error());
-        }
-        if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
-            const int err = errno;
-            give_back();
-            if (err != EWOULDBLOCK)
-                return tl::unexpected(sys_error("flock '" + path_ + "/" + key + "'", err));
-            want(key);
-            return Busy{key, pid_in(*fd)};
+        // A file removed or replaced between its open and its lock guards
+        // nothing: locked again under its name (a few times: a cleaner that
+        // keeps removing it gets an error), a removed directory made again.
+        Expected<int> fd = -1;
+        for (int tries = 0;; ++tries) {
+            fd = file_for(key);
+            if (!fd && fd.error().sys_errno == ENOENT && tries < 3 && remake())
+                continue;
+            if (!fd) {
+                give_back();
+                return tl::unexpected(fd.error());
+            }
+            if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
+                const int err = errno;
+                give_back();
+                if (err != EWOULDBLOCK)
+                    return tl::unexpected(sys_error("flock '" + path_ + "/" + key + "'", err));
+                want(key);
+                return Busy{key, pid_in(*fd)};
+            }
+            if (still_named(*fd, key))
+                break;
+            open_.erase(key);
+            if (tries == 3) {
+                give_back();
+                return fail("lease '" + path_ + "/" + key + "' is removed as soon as it is made");
+            }
         }
         // The pid for Busy and last_holder: written in place, at once, of
         // one width (zeros in front), so that it needs no truncation: ext4
@@ -251,8 +273,8 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
         char pid[16];
         const int n = std::snprintf(pid, sizeof pid, "%010d\n", static_cast<int>(getpid()));
         (void)!pwrite(*fd, pid, static_cast<std::size_t>(n), 0);
-        auto node = open_.extract(key);
-        taken.emplace_back(key, std::move(node.mapped()));
+        held_.insert(open_.extract(key));
+        taken.emplace_back(key, this);
     }
     // Waiting no more: closing the claims (opened for writing) wakes the
     // runs that left these leases to this one.
@@ -375,6 +397,80 @@ void LockDir::arm_patience()
     (void)timerfd_settime(timer_.get(), 0, &when, nullptr);  // cannot fail with these values
 }
 
+bool LockDir::still_named(int fd, const std::string& key) const
+{
+    struct stat locked {};
+    struct stat named {};
+    if (fstat(fd, &locked) != 0)
+        return true;  // cannot tell: as lock-file users do, trust the lock
+    return fstatat(dir_.get(), key.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_dev == locked.st_dev &&
+           named.st_ino == locked.st_ino;
+}
+
+void LockDir::relock(const std::string& key)
+{
+    UniqueFd fd(openat(dir_.get(), key.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
+    if (fd && flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
+        open_to_all(fd.get());
+        char pid[16];
+        const int n = std::snprintf(pid, sizeof pid, "%010d\n", static_cast<int>(getpid()));
+        (void)!pwrite(fd.get(), pid, static_cast<std::size_t>(n), 0);  // as in try_take
+        held_[key] = std::move(fd);  // the old descriptor's lock, on a file no one can open, goes
+        return;
+    }
+    const pid_t other = fd ? pid_in(fd.get()) : 0;
+    say("the lease file '" + path_ + "/" + key + "' was removed while this run held it" +
+        (fd ? ", and another run" + (other != 0 ? " (pid " + std::to_string(other) + ")" : std::string()) +
+                  " took it before it could be made again: both may use it now"
+            : " and cannot be made again: other runs no longer see this lease") +
+        "; do not remove lease files (their pids look stale, but the lock is what counts)");
+}
+
+bool LockDir::remake()
+{
+    struct stat now {};
+    struct stat ours {};
+    // Still there and still ours (a removal seen twice): nothing to do.
+    if (stat(path_.c_str(), &now) == 0 && fstat(dir_.get(), &ours) == 0 && now.st_ino == ours.st_ino &&
+        now.st_dev == ours.st_dev && ours.st_nlink > 0)
+        return true;
+    UniqueFd fresh;
+    if (make_shared_dir(path_))
+        fresh = UniqueFd(::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fresh || inotify_add_watch(inotify_.get(), path_.c_str(), watched_events) < 0) {
+        say("the lock directory '" + path_ + "' was removed and cannot be made again: other runs no longer see "
+            "this run's leases");
+        return false;
+    }
+    dir_ = std::move(fresh);
+    // Files of the old directory, which no other run can open any more.
+    open_.clear();
+    wanted_.clear();
+    since_.clear();
+    for (auto& [key, fd] : held_)
+        relock(key);
+    say("the lock directory '" + path_ + "' was removed while this run used it; it is made again and this run's "
+        "leases taken again in it");
+    return true;
+}
+
+Lease::~Lease()
+{
+    if (dir_ != nullptr)
+        dir_->held_.erase(key_);  // the close gives the lease back
+}
+
+Lease& Lease::operator=(Lease&& other) noexcept
+{
+    if (this != &other) {
+        if (dir_ != nullptr)
+            dir_->held_.erase(key_);
+        key_ = std::move(other.key_);
+        dir_ = std::exchange(other.dir_, nullptr);
+    }
+    return *this;
+}
+
 std::vector<Busy> LockDir::held_now(const std::string& dir, std::span<const std::string> keys)
 {
     std::vector<std::string> places;
@@ -444,12 +540,21 @@ bool LockDir::drain()
         const ssize_t n = read(inotify_.get(), buf, sizeof buf);
         if (n <= 0)
             return freed;  // EAGAIN: all read; another error: nothing more to read either
+        bool gone = false;
         for (ssize_t at = 0; at < n;) {
             const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
             if ((ev->mask & (IN_CLOSE_WRITE | IN_Q_OVERFLOW)) != 0)
                 freed = true;
+            if ((ev->mask & (IN_DELETE | IN_MOVED_FROM)) != 0 && ev->len > 0)
+                if (const auto it = held_.find(std::string_view(ev->name)); it != held_.end())
+                    relock(it->first);
+            // The directory itself, or a lost event that may have been that.
+            if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_Q_OVERFLOW)) != 0)
+                gone = true;
             at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
         }
+        if (gone && remake())
+            freed = true;  // what this run waited for may be free in the new one
     }
 }
 

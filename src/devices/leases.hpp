@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -51,19 +52,26 @@ struct Inherited {
 };
 Inherited inherited_from(const std::function<const char*(const char*)>& getenv_fn);
 
+class LockDir;
+
 // A lease held; given back when destroyed. An inherited one (a nested run's,
-// held by the outer run for this run's job) holds no descriptor.
+// held by the outer run for this run's job) holds nothing. Its descriptor
+// is its LockDir's, which must outlive it and not move while it is held:
+// the LockDir takes a lease again when its file is removed.
 class Lease {
     friend class LockDir;
 
 public:
-    Lease(std::string key, UniqueFd fd) : key_(std::move(key)), fd_(std::move(fd)) {}
+    Lease(std::string key, LockDir* dir) : key_(std::move(key)), dir_(dir) {}
+    ~Lease();
+    Lease(Lease&& other) noexcept : key_(std::move(other.key_)), dir_(std::exchange(other.dir_, nullptr)) {}
+    Lease& operator=(Lease&& other) noexcept;
     const std::string& key() const { return key_; }
-    bool inherited() const { return !fd_; }
+    bool inherited() const { return dir_ == nullptr; }
 
 private:
     std::string key_;
-    UniqueFd fd_;
+    LockDir* dir_;
 };
 
 // Held by another run: its pid as it wrote it (0 when not known; for an
@@ -145,12 +153,32 @@ public:
     void on_ready(short revents) override;
 
     // Reads the pending events; true if any was a lease given back (or an
-    // idle run's patience ran out: the time to try again).
+    // idle run's patience ran out: the time to try again). A lease file of
+    // this run's removed (its lock then guards nothing: they look like stale
+    // pid files, and get cleaned), or the whole directory, is made and
+    // locked again at once, before another run can take it.
     bool drain();
 
+    // What went wrong that the run should say: a lease taken again too late.
+    void on_notice(std::function<void(const std::string&)> callback) { on_notice_ = std::move(callback); }
+
 private:
+    friend class Lease;
     LockDir() = default;
     Expected<int> file_for(const std::string& key);
+    // Whether `fd`, just locked, is still the file `key` names (not removed
+    // or replaced between its open and its lock).
+    bool still_named(int fd, const std::string& key) const;
+    // After its file was removed: `key`, held, locked again under its name.
+    void relock(const std::string& key);
+    // The directory was removed: made again, watched, and every held lease
+    // locked again in it. False if it cannot be.
+    bool remake();
+    void say(const std::string& text) const
+    {
+        if (on_notice_)
+            on_notice_(text);
+    }
     static pid_t pid_in(int fd);
     // Of `keys`, those that a run which began to wait before this one (or
     // any run, when this one does not wait) waits for now.
@@ -168,6 +196,7 @@ private:
     UniqueFd poll_;   // an epoll of both: the run's poll has one descriptor for leases
     std::set<std::string, std::less<>> inherited_;
     std::map<std::string, UniqueFd, std::less<>> open_;     // busy when last tried
+    std::map<std::string, UniqueFd, std::less<>> held_;     // this run's leases (Lease), locked
     std::map<std::string, UniqueFd, std::less<>> wanted_;   // this run's claims, by key
     // When this run began to wait, as its claims are named: wall-clock
     // nanoseconds (one clock for every PID and time namespace), pid and a
@@ -176,6 +205,7 @@ private:
     std::string since_;
     std::chrono::steady_clock::time_point since_at_{};
     std::function<void()> on_freed_;
+    std::function<void(const std::string&)> on_notice_;
 };
 
 }  // namespace pto::leases

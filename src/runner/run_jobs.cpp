@@ -160,6 +160,10 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
         auto opened = leases::LockDir::open(*options.lock_dir);
         if (opened) {
             locks.emplace(std::move(*opened));
+            locks->on_notice([observer = options.observer](const std::string& text) {
+                if (observer != nullptr)
+                    observer->on_notice(text);
+            });
             std::vector<std::string> inherited;
             for (const auto& d : options.inherited_devices)
                 inherited.push_back(leases::device_key(d));

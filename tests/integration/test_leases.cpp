@@ -196,6 +196,34 @@ TEST_CASE("a run that gives a device back while another run waits for it lets th
     CHECK_MESSAGE(at <= 5, "the second run's job ran " << at + 1 << "th");
 }
 
+TEST_CASE("a lease file removed while held, or its whole lock dir, lets no second run onto the device")
+{
+    for (const bool whole_dir : {false, true}) {
+        TempDir dir;
+        const auto locks = dir.file("locks");
+        const auto records = dir.file("holds");
+        const auto hold = [&](const std::string& label, const std::string& seconds) {
+            return "@1,label=" + label + " b=$(date +%s.%N); sleep " + seconds +
+                   "; e=$(date +%s.%N); echo \"dev$PTO_PAR_DEVICES $b $e $PTO_PAR_LABEL\" >> " + records + "\n";
+        };
+        Process a({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("a.cmds", hold("a", "2"))});
+        REQUIRE(a.wait_for_stderr("START a", 10s));
+        // Its files hold dead pids and look like stale pid files: people
+        // clean them. (rm -rf may fail to remove the directory, which the
+        // run has made its lease in again.)
+        (void)run({"/bin/rm", "-rf", whole_dir ? locks : locks + "/device-0"});
+        const auto b = run({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("b.cmds", hold("b", "0.2"))});
+        const auto fa = a.wait(20s);
+        INFO("whole dir: " << whole_dir);
+        INFO(fa.err);
+        INFO(b.err);
+        CHECK(fa.exit_code == 0);
+        CHECK(b.exit_code == 0);
+        const auto overlaps = overlapping_holds(dir.read("holds"));
+        CHECK_MESSAGE(overlaps.empty(), overlaps.size() << " overlaps, the first: " << overlaps.front());
+    }
+}
+
 TEST_CASE("--dry-run says which of its devices and ports another run holds now, and by which pid")
 {
     TempDir dir;

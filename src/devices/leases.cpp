@@ -407,9 +407,15 @@ bool LockDir::still_named(int fd, const std::string& key) const
            named.st_ino == locked.st_ino;
 }
 
-void LockDir::relock(const std::string& key)
+void LockDir::relock(const std::string& key, bool may_remake)
 {
     UniqueFd fd(openat(dir_.get(), key.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666));
+    // No file can be made in a removed directory; the watch on it says so
+    // only once this run closes it, if at all.
+    if (!fd && errno == ENOENT && may_remake) {
+        (void)remake();  // which locks this one again too, or says why not
+        return;
+    }
     if (fd && flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
         open_to_all(fd.get());
         char pid[16];
@@ -448,7 +454,7 @@ bool LockDir::remake()
     wanted_.clear();
     since_.clear();
     for (auto& [key, fd] : held_)
-        relock(key);
+        relock(key, false);
     say("the lock directory '" + path_ + "' was removed while this run used it; it is made again and this run's "
         "leases taken again in it");
     return true;

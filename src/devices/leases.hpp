@@ -169,8 +169,9 @@ private:
     // Whether `fd`, just locked, is still the file `key` names (not removed
     // or replaced between its open and its lock).
     bool still_named(int fd, const std::string& key) const;
-    // After its file was removed: `key`, held, locked again under its name.
-    void relock(const std::string& key);
+    // After its file was removed: `key`, held, locked again under its name
+    // (with `may_remake`, in the directory made again if it is gone too).
+    void relock(const std::string& key, bool may_remake = true);
     // The directory was removed: made again, watched, and every held lease
     // locked again in it. False if it cannot be.
     bool remake();

@@ -246,11 +246,13 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
                 continue;
             if (!fd) {
                 give_back();
+                failed_key_ = key;
                 return tl::unexpected(fd.error());
             }
             if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
                 const int err = errno;
                 give_back();
+                failed_key_ = key;
                 if (err != EWOULDBLOCK)
                     return tl::unexpected(sys_error("flock '" + path_ + "/" + key + "'", err));
                 want(key);
@@ -261,6 +263,7 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
             open_.erase(key);
             if (tries == 3) {
                 give_back();
+                failed_key_ = key;
                 return fail("lease '" + path_ + "/" + key + "' is removed as soon as it is made");
             }
         }

@@ -120,6 +120,8 @@ public:
     // `patience` of waiting it leaves nothing to others any more (a run
     // that waits first may be stopped, ^Z, and take nothing for hours).
     Expected<std::variant<std::vector<Lease>, Busy>> try_take(std::span<const std::string> keys, bool idle = false);
+    // After try_take failed: the key whose file could not be used.
+    const std::string& failed_key() const { return failed_key_; }
 
     // Waiting for nothing now (the run has no job left to place): the
     // leases it waited for are others' to take again.
@@ -207,6 +209,7 @@ private:
     std::chrono::steady_clock::time_point since_at_{};
     std::function<void()> on_freed_;
     std::function<void(const std::string&)> on_notice_;
+    std::string failed_key_;
 };
 
 }  // namespace pto::leases

@@ -1,10 +1,20 @@
 #include "placement/placement.hpp"
 
 #include <algorithm>
+#include <cerrno>
 
 #include "runner/port_probe.hpp"
 
 namespace pto::placement {
+namespace {
+
+// What waiting may cure: descriptors or memory, which running jobs give back.
+bool is_shortage(int err)
+{
+    return err == EMFILE || err == ENFILE || err == EAGAIN || err == ENOMEM;
+}
+
+}  // namespace
 
 Placement::Placement(std::unique_ptr<Devices> devices, int port_low, int port_high, Leasing leasing)
     : devices_(std::move(devices)), ports_(port_low, port_high), port_low_(port_low), port_high_(port_high),
@@ -30,6 +40,8 @@ tl::expected<Grant, Shortage> Placement::acquire(const Need& need)
         if (leasing_.dir == nullptr)
             return grant;
         auto busy = lease(grant);
+        if (!busy && !is_shortage(busy.error().sys_errno) && leave_out(grant, busy.error()))
+            continue;
         if (!busy) {
             devices_->release(grant);
             ports_.release(grant.ports);
@@ -47,6 +59,44 @@ tl::expected<Grant, Shortage> Placement::acquire(const Need& need)
             aside_ports_.insert(grant.ports[k - grant.devices.size()]);
         }
     }
+}
+
+// A lease file this run cannot use (a directory, a symlink, another
+// user's file, no inode left): its device or port is never handed out in
+// this run, said once, and the other devices are tried.
+bool Placement::leave_out(const Grant& grant, const Error& why)
+{
+    const auto keys = lease_keys(grant);
+    const auto k = static_cast<std::size_t>(std::find(keys.begin(), keys.end(), leasing_.dir->failed_key()) -
+                                            keys.begin());
+    if (k >= keys.size())
+        return false;
+    std::string what;
+    if (k < grant.devices.size()) {
+        const int id = grant.devices[k];
+        Grant one;
+        one.devices = {id};
+        one.device_count = 1;
+        one.slots = grant.slots;
+        // Withheld while the grant holds it, so that its release keeps it.
+        (void)devices_->withhold(one);
+        devices_->release(grant);
+        ports_.release(grant.ports);
+        left_out_.push_back(id);
+        what = "device " + (leasing_.identity ? leasing_.identity(id) : std::to_string(id));
+    } else {
+        const int port = grant.ports[k - grant.devices.size()];
+        ports_.withhold(std::span<const int>(&port, 1));
+        devices_->release(grant);
+        for (int p : grant.ports)
+            if (p != port)
+                ports_.release(std::span<const int>(&p, 1));
+        what = "port " + std::to_string(port);
+    }
+    if (leasing_.notice)
+        leasing_.notice(what + " is left out of this run: " + why.message +
+                        " (a lease file this run cannot use; remove it, or give another --lock-dir)");
+    return true;
 }
 
 std::vector<std::string> Placement::lease_keys(const Grant& grant) const

@@ -50,6 +50,8 @@ struct Leasing {
     // A device id's identity on the machine, which names its lease; empty:
     // the id's number.
     std::function<std::string(int)> identity;
+    // Says what the run should hear: a device left out for its lease file.
+    std::function<void(const std::string&)> notice{};
 };
 
 // What another run holds that the head of the queue waits for, in words:
@@ -116,6 +118,8 @@ public:
     const std::optional<Waiting>& waiting() const { return waiting_; }
     // After Shortage::lease_failed: why.
     const Error& lease_error() const { return lease_error_; }
+    // Devices left out because their lease files cannot be used.
+    const std::vector<int>& left_out() const { return left_out_; }
     // Where `grant` is can start no job any more; true the first time.
     bool lose(const Grant& grant) { return devices_->lose(grant); }
 
@@ -142,6 +146,9 @@ private:
     // lease_keys of one another run holds, if any.
     Expected<std::optional<std::size_t>> lease(const Grant& grant);
     void give_back(const Grant& grant);
+    // After a lease error naming one of `grant`'s keys: that device or
+    // port left out for good. False when the error names none of them.
+    bool leave_out(const Grant& grant, const Error& why);
 
     std::unique_ptr<Devices> devices_;
     PortPool ports_;
@@ -152,6 +159,7 @@ private:
     std::set<int> aside_ports_;  // leased by another run when last tried
     std::optional<Waiting> waiting_;
     Error lease_error_;
+    std::vector<int> left_out_;
 };
 
 }  // namespace pto::placement

@@ -180,7 +180,11 @@ Expected<RunSummary> run_jobs(std::vector<Job> jobs, const RunOptions& options)
         }
     }
     placement::Placement placement(make_devices(options), options.port_low, options.port_high,
-                                   {locks ? &*locks : nullptr, options.device_identity});
+                                   {locks ? &*locks : nullptr, options.device_identity,
+                                    [observer = options.observer](const std::string& text) {
+                                        if (observer != nullptr)
+                                            observer->on_notice(text);
+                                    }});
 
     // Declared last, destroyed first: a Run that ends by an error or an
     // exception stops and reaps whatever of its jobs still runs.

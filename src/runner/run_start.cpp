@@ -47,6 +47,11 @@ void Run::start_ready()
         const bool retry = queue_.front_is_retry();
         auto grant = placement_.acquire(need(*index));
         if (!grant && (grant.error() == placement::Shortage::devices || grant.error() == placement::Shortage::leased)) {
+            // Devices left out for their lease files may leave it none.
+            if (!placement_.usable_for(need(*index))) {
+                cancel_unfittable();
+                continue;
+            }
             note_waiting(*index);
             // Head-of-line: nothing behind it may pass, unless history says
             // it will be done before the head can start.

@@ -180,6 +180,9 @@ std::string Run::why_unusable() const
     if (!sick_.empty())
         why += std::string(why.empty() ? "" : "; ") + (sick_.size() == 1 ? "device " : "devices ") +
                format_device_range(sick_) + " sick";
+    if (const auto& out = placement_.left_out(); !out.empty())
+        why += std::string(why.empty() ? "" : "; ") + (out.size() == 1 ? "device " : "devices ") +
+               format_device_range(out) + " left out, its lease file unusable";
     for (const auto& d : sick_on_nodes_)
         why += std::string(why.empty() ? "" : "; ") + "GPU " + d.node + ":" + std::to_string(d.id) + " sick";
     return why;

@@ -224,6 +224,29 @@ TEST_CASE("a lease file removed while held, or its whole lock dir, lets no secon
     }
 }
 
+TEST_CASE("an unusable lease file leaves its device out with a notice; the jobs run on the others")
+{
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    REQUIRE(run({"/bin/mkdir", "-p", locks + "/device-0"}).exit_code == 0);
+    REQUIRE(run({"/bin/ln", "-s", "/etc/passwd", locks + "/device-1"}).exit_code == 0);
+    const auto cmds = dir.write("t.cmds", "@1 echo on=$PTO_PAR_DEVICES\n@1 echo on=$PTO_PAR_DEVICES\n");
+    const auto r = run({pto_par(), "-d", "0-2", "--lock-dir", locks, cmds});
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(lines_with(r.err, "] PASS ").size() == 2);
+    CHECK(lines_with(r.out, "on=2").size() == 2);
+    CHECK(lines_with(r.err, "device 0 is left out").size() == 1);
+    CHECK(lines_with(r.err, "device 1 is left out").size() == 1);
+    CHECK(r.err.find(locks + "/device-0") != std::string::npos);
+    // With no device left the jobs are cancelled, not failed: they never ran.
+    const auto none = run({pto_par(), "-d", "0", "--lock-dir", locks, "--json", dir.file("r.json"), cmds});
+    INFO(none.err);
+    CHECK(none.exit_code == 1);
+    CHECK(lines_with(none.err, "] FAIL ").empty());
+    CHECK(lines_with(none.err, "] CANCEL ").size() == 2);
+}
+
 TEST_CASE("--dry-run says which of its devices and ports another run holds now, and by which pid")
 {
     TempDir dir;

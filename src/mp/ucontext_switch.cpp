@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cfenv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,11 @@ struct UcontextEntry<std::index_sequence<I...>> {
         const PointerWords words{word...};
         const UcontextSwitch* self = nullptr;
         std::memcpy(&self, words.data(), sizeof self);
+#if !defined(__x86_64__) && !defined(__i386__)
+        // Where the flags are not in uc_mcontext (aarch64's FPSR), a rank
+        // clears the creating thread's at its first instruction instead.
+        std::feclearexcept(FE_ALL_EXCEPT);
+#endif
         self->enter_(self->arg_);
     }
 
@@ -60,8 +66,8 @@ void clear_exception_flags(ucontext_t& uc) noexcept
     if (uc.uc_mcontext.fpregs == nullptr) return;
     uc.uc_mcontext.fpregs->sw &= ~0xffUL;
 #else
-    // aarch64's getcontext keeps FPSR in a record of its own; ranks there
-    // start with the creating thread's flags on this switch.
+    // aarch64's getcontext keeps FPSR in a record of its own: enter()
+    // clears the flags there.
     static_cast<void>(uc);
 #endif
 }

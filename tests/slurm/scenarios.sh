@@ -42,7 +42,9 @@ case $? in
     0) ;;
     77)
         cat "$work/start.err"
-        reason=$(grep '^SKIP:' "$work/start.err")
+        # A 77 without its SKIP line came from something cluster.sh ran, not
+        # from its own verdict: that is a failure, not a reason to skip.
+        reason=$(grep '^SKIP:' "$work/start.err") || { echo "FAIL: the cluster start ended 77 without a reason"; exit 1; }
         [ -n "$run_key" ] && printf '%s\n%s (found by an earlier test of this run)\n' "$run_key" "$reason" >"$verdict"
         exit 77 ;;
     *) cat "$work/start.err"; echo "FAIL: the cluster did not start"; exit 1 ;;
@@ -370,14 +372,16 @@ PY
 
 # Four running steps stopped by SIGINT through a scancel that does its work
 # and then hangs: the run waits for its scancel helpers once, for all of
-# them at once (2 s), not 2 s for each in turn.
+# them at once (2 s), not 2 s for each in turn. A step that outlives its
+# SIGTERM (seen under ASan: one did, and waited out the 5 s default grace)
+# costs one 1 s grace here, still well short of four helpers in series (8 s).
 scenario_scancel_hangs() {
     mkdir -p "$work/bin"
     printf '#!/bin/bash\n%s "$@"\nexec sleep 9\n' "$(command -v scancel)" >"$work/bin/scancel"
     chmod +x "$work/bin/scancel"
     for i in 1 2 3 4; do echo "@0,label=s$i touch $work/sh.$i; sleep 2360"; done >"$work/sh.cmds"
     PATH=$work/bin:$PATH in_allocation bash -c '
-        "$1" --launcher slurm "$2" >/dev/null 2>"$3.err" & pid=$!
+        "$1" --launcher slurm --kill-grace 1 "$2" >/dev/null 2>"$3.err" & pid=$!
         for _ in $(seq 200); do [ "$(ls "$3".[0-9] 2>/dev/null | wc -l)" = 4 ] && break; sleep 0.05; done
         sleep 0.2
         t0=$(date +%s%N)
@@ -388,7 +392,7 @@ scenario_scancel_hangs() {
     [ $rc = 130 ] || fail "exit $rc, 130 expected: $(cat "$work/sh.err")"
     local ms
     ms=$(cat "$work/sh.ms")
-    ((ms < 4500)) || fail "the stop took $ms ms: $(cat "$work/sh.err")"
+    ((ms < 6000)) || fail "the stop took $ms ms: $(cat "$work/sh.err")"
 }
 
 # A step whose line runs but whose header srun has not passed on yet (an

@@ -1,0 +1,47 @@
+#include "cli/option_table.hpp"
+
+namespace pto::cli {
+
+const option long_options[] = {
+    {"devices", required_argument, nullptr, 'd'},
+    {"device", required_argument, nullptr, 'd'},
+    {"jobs", required_argument, nullptr, 'j'},
+    {"platform", required_argument, nullptr, 'p'},
+    {"fail-fast", no_argument, nullptr, 'x'},
+    {"kill-grace", required_argument, nullptr, opt_kill_grace},
+    {"timeout", required_argument, nullptr, opt_timeout},
+    {"job-timeout", required_argument, nullptr, opt_job_timeout},
+    {"dump-grace", required_argument, nullptr, opt_dump_grace},
+    {"device-env", required_argument, nullptr, 'e'},
+    {"output", required_argument, nullptr, opt_output},
+    {"json", required_argument, nullptr, opt_json},
+    {"junit", required_argument, nullptr, opt_junit},
+    {"log-dir", required_argument, nullptr, opt_log_dir},
+    {"lock-dir", required_argument, nullptr, opt_lock_dir},
+    {"dry-run", no_argument, nullptr, 'n'},
+    {"quiet", no_argument, nullptr, 'q'},
+    {"verbose", no_argument, nullptr, 'v'},
+    {"shell", required_argument, nullptr, opt_shell},
+    {"contain", required_argument, nullptr, opt_contain},
+    {"history", required_argument, nullptr, opt_history},
+    {"order", required_argument, nullptr, opt_order},
+    {"shard", required_argument, nullptr, opt_shard},
+    {"rerun-failed", required_argument, nullptr, opt_rerun_failed},
+    {"ports", required_argument, nullptr, opt_ports},
+    {"retries", required_argument, nullptr, opt_retries},
+    {"backfill", no_argument, nullptr, opt_backfill},
+    {"launcher", required_argument, nullptr, opt_launcher},
+    {"color", required_argument, nullptr, opt_color},
+    {"ci", required_argument, nullptr, opt_ci},
+    {"progress", required_argument, nullptr, opt_progress},
+    {"device-slots", required_argument, nullptr, opt_device_slots},
+    {"device-check", required_argument, nullptr, opt_device_check},
+    {"device-check-timeout", required_argument, nullptr, opt_device_check_timeout},
+    {"tag", no_argument, nullptr, opt_tag},
+    {"junit-output-limit", required_argument, nullptr, opt_junit_output_limit},
+    {"help", no_argument, nullptr, 'h'},
+    {"version", no_argument, nullptr, 'V'},
+    {nullptr, 0, nullptr, 0},
+};
+
+}  // namespace pto::cli

@@ -16,6 +16,8 @@ namespace {
 
 // Up to this many ranks, each gets its own line.
 constexpr int one_line_each = 8;
+// A report keeps this many lines; a ring of 10,000 recvs would give as many.
+constexpr std::size_t max_lines = 20;
 
 }  // namespace
 
@@ -79,7 +81,16 @@ std::string World::rank_lines() const
         lines.emplace_back(std::move(state), std::vector<int>{rank.id});
     }
     std::string report;
-    for (const auto& [state, ranks] : lines) report += "\n  " + rank_list(ranks) + ": " + state;
+    std::size_t more_ranks = 0;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        if (i < max_lines)
+            report += "\n  " + rank_list(lines[i].second) + ": " + lines[i].first;
+        else
+            more_ranks += lines[i].second.size();
+    }
+    if (lines.size() > max_lines)
+        report += "\n  and " + std::to_string(more_ranks) + " more ranks in " +
+                  std::to_string(lines.size() - max_lines) + " other states";
     return report;
 }
 

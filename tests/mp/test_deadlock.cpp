@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <pto/mp.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -91,6 +92,21 @@ TEST_SUITE("mp.deadlock")
                             "  rank 0: returned\n"
                             "  rank 1: recv(2 x double) from rank 0 (rank 0 has returned)");
         }
+    }
+
+    TEST_CASE("a report of many distinct waits is capped, the rest counted")
+    {
+        const int n = 10000;
+        const std::string message = deadlock(
+            [](int rank) {
+                int v[1] = {};
+                mp::recv(std::span(v), (rank + n - 1) % n);
+            },
+            n);
+        CHECK(std::count(message.begin(), message.end(), '\n') == 21);
+        CHECK(mp_test::contains(message, "\n  rank 0: recv(1 x int) from rank 9999\n"));
+        CHECK(mp_test::contains(message, "\n  rank 19: recv(1 x int) from rank 18\n"));
+        CHECK(mp_test::contains(message, "\n  and 9980 more ranks in 9980 other states"));
     }
 
     TEST_CASE("ranks blocked on different things get a line each")

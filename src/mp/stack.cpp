@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -95,6 +96,12 @@ Expected<void> check_map_budget(std::size_t stacks)
     const long counted = count_lines("/proc/self/maps");
     const std::size_t in_use = counted < 0 ? 0 : static_cast<std::size_t>(counted);
     if (in_use + need + spare_maps <= max) return {};
+    // The sysctl is an int: a suggestion past INT_MAX could not be set.
+    constexpr auto settable = static_cast<std::size_t>(std::numeric_limits<int>::max());
+    if (in_use + need + spare_maps > settable)
+        return fail("cannot spawn " + std::to_string(stacks) + " ranks: their guarded stacks need " +
+                    std::to_string(need) + " memory mappings, more than vm.max_map_count can be (" +
+                    std::to_string(settable) + "); spawn fewer ranks");
     return fail("cannot spawn " + std::to_string(stacks) + " ranks: their guarded stacks need " +
                 std::to_string(need) + " memory mappings, the process already has " +
                 std::to_string(in_use) + " and vm.max_map_count is " + std::to_string(max) +

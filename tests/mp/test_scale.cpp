@@ -4,6 +4,7 @@
 #include <pto/mp.hpp>
 
 #include <fstream>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -51,6 +52,27 @@ TEST_SUITE("mp.scale")
             const std::string message = e.what();
             CHECK(mp_test::contains(message, "cannot spawn " + std::to_string(too_many) + " ranks"));
             CHECK(mp_test::contains(message, "vm.max_map_count is " + std::to_string(limit)));
+        }
+        CHECK(runs == 0);
+    }
+
+    TEST_CASE("a spawn no vm.max_map_count can hold does not suggest one past INT_MAX")
+    {
+        long limit = 0;
+        std::ifstream("/proc/sys/vm/max_map_count") >> limit;
+        if (limit <= 0) {
+            MESSAGE("vm.max_map_count is unreadable here; nothing to check");
+            return;
+        }
+        int runs = 0;
+        try {
+            mp::spawn([&](int) { ++runs; }, std::numeric_limits<int>::max(), {.stack_bytes = 16 * 1024});
+            FAIL("spawn did not throw");
+        } catch (const std::runtime_error& e) {
+            const std::string message = e.what();
+            CHECK(mp_test::contains(message, "cannot spawn 2147483647 ranks"));
+            CHECK_FALSE(mp_test::contains(message, "sysctl"));
+            CHECK(mp_test::contains(message, "more than vm.max_map_count can be (2147483647)"));
         }
         CHECK(runs == 0);
     }

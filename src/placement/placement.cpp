@@ -186,7 +186,7 @@ bool Placement::usable_for(const Need& need) const
 
 std::string Placement::shortfall(const Need& need) const
 {
-    return "needs " + std::to_string(need.devices) + " devices but only " + std::to_string(devices_->usable()) +
+    return "needs " + std::to_string(need.devices) + (need.devices == 1 ? " device" : " devices") + " but only " + std::to_string(devices_->usable()) +
            " remain usable" + devices_->scope();
 }
 

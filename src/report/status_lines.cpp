@@ -53,9 +53,12 @@ const char* colour_of(JobStatus s)
 
 std::size_t tries(const Job& job, const JobResult& r)
 {
-    return job.retries + 1 +
-           static_cast<std::size_t>(std::count_if(r.attempts.begin(), r.attempts.end(),
-                                                  [](const Attempt& a) { return !a.sick.empty(); }));
+    const auto planned = job.retries + 1 +
+                         static_cast<std::size_t>(std::count_if(r.attempts.begin(), r.attempts.end(),
+                                                                [](const Attempt& a) { return !a.sick.empty(); }));
+    // A try that neither a retry nor a sick device accounts for (a step
+    // Slurm ran again) still counts: never "attempt 2 of 1".
+    return std::max(planned, r.attempts.size() + 1);
 }
 
 // The verdict word (right after "[pto-par] ") in its colour.
@@ -258,6 +261,23 @@ void StatusLines::put_verdict(std::size_t index, std::string_view text) const
         verdict_route_(index, text);
     else
         put(text);
+}
+
+void StatusLines::on_notice(const std::string& text)
+{
+    // Notices carry text from outside (srun's lines, file names): escaped
+    // line by line, so that no control byte reaches the terminal raw.
+    std::string escaped;
+    std::size_t from = 0;
+    for (;;) {
+        const auto nl = text.find('\n', from);
+        escaped += text::printable(std::string_view(text).substr(from, nl - from));
+        if (nl == std::string::npos)
+            break;
+        escaped += '\n';
+        from = nl + 1;
+    }
+    note(escaped);
 }
 
 void StatusLines::note(const std::string& text) const

@@ -48,7 +48,7 @@ public:
     void on_timeout(const Job&, const JobResult&, const JobOutput& output, double elapsed_s) override;
     void on_status(const StatusReport& report) override;
     void on_waiting(const Job& job, const std::string& what) override;
-    void on_notice(const std::string& text) override { note(text); }
+    void on_notice(const std::string& text) override;
     void on_device_sick(const std::string& node, int device, const std::string& why, const JobOutput& output) override;
 
     // Any line of ours, e.g. where the pool came from.

@@ -204,7 +204,7 @@ TEST_CASE("a leftover that cannot be stopped keeps its device out of the pool; w
     CHECK(r.err.find("job 'holder' could not be stopped (pid " + std::to_string(stuck)) != std::string::npos);
     CHECK(r.err.find("devices 3 withheld for the rest of the run") != std::string::npos);
     CHECK(r.err.find("CANCEL next") != std::string::npos);
-    CHECK(r.err.find("needs 1 devices but only 0 remain usable (devices 3 withheld)") != std::string::npos);
+    CHECK(r.err.find("needs 1 device but only 0 remain usable (devices 3 withheld)") != std::string::npos);
     CHECK(r.err.find("PASS free") != std::string::npos);
 }
 

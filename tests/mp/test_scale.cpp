@@ -11,6 +11,33 @@
 
 namespace mp = pto::mp;
 
+namespace {
+
+long max_map_count()
+{
+    long limit = 0;
+    std::ifstream("/proc/sys/vm/max_map_count") >> limit;
+    return limit;
+}
+
+// What spawn says when it refuses `ranks` ranks for their stacks' mappings;
+// not one of them may have run.
+std::string refusal(int ranks)
+{
+    int runs = 0;
+    std::string message;
+    try {
+        mp::spawn([&](int) { ++runs; }, ranks, {.stack_bytes = 16 * 1024});
+        FAIL("spawn did not throw");
+    } catch (const std::runtime_error& e) {
+        message = e.what();
+    }
+    CHECK(runs == 0);
+    return message;
+}
+
+}  // namespace
+
 TEST_SUITE("mp.scale")
 {
     TEST_CASE("10,000 ranks pass 10 barriers")
@@ -37,43 +64,26 @@ TEST_SUITE("mp.scale")
 
     TEST_CASE("more ranks than vm.max_map_count allows fail before anything runs")
     {
-        long limit = 0;
-        std::ifstream("/proc/sys/vm/max_map_count") >> limit;
+        const long limit = max_map_count();
         if (limit <= 0) {
             MESSAGE("vm.max_map_count is unreadable here; nothing to check");
             return;
         }
-        int runs = 0;
         const int too_many = static_cast<int>(limit / 2 + 1);
-        try {
-            mp::spawn([&](int) { ++runs; }, too_many, {.stack_bytes = 16 * 1024});
-            FAIL("spawn did not throw");
-        } catch (const std::runtime_error& e) {
-            const std::string message = e.what();
-            CHECK(mp_test::contains(message, "cannot spawn " + std::to_string(too_many) + " ranks"));
-            CHECK(mp_test::contains(message, "vm.max_map_count is " + std::to_string(limit)));
-        }
-        CHECK(runs == 0);
+        const std::string message = refusal(too_many);
+        CHECK(mp_test::contains(message, "cannot spawn " + std::to_string(too_many) + " ranks"));
+        CHECK(mp_test::contains(message, "vm.max_map_count is " + std::to_string(limit)));
     }
 
     TEST_CASE("a spawn no vm.max_map_count can hold does not suggest one past INT_MAX")
     {
-        long limit = 0;
-        std::ifstream("/proc/sys/vm/max_map_count") >> limit;
-        if (limit <= 0) {
+        if (max_map_count() <= 0) {
             MESSAGE("vm.max_map_count is unreadable here; nothing to check");
             return;
         }
-        int runs = 0;
-        try {
-            mp::spawn([&](int) { ++runs; }, std::numeric_limits<int>::max(), {.stack_bytes = 16 * 1024});
-            FAIL("spawn did not throw");
-        } catch (const std::runtime_error& e) {
-            const std::string message = e.what();
-            CHECK(mp_test::contains(message, "cannot spawn 2147483647 ranks"));
-            CHECK_FALSE(mp_test::contains(message, "sysctl"));
-            CHECK(mp_test::contains(message, "more than vm.max_map_count can be (2147483647)"));
-        }
-        CHECK(runs == 0);
+        const std::string message = refusal(std::numeric_limits<int>::max());
+        CHECK(mp_test::contains(message, "cannot spawn 2147483647 ranks"));
+        CHECK_FALSE(mp_test::contains(message, "sysctl"));
+        CHECK(mp_test::contains(message, "more than vm.max_map_count can be (2147483647)"));
     }
 }

@@ -1,14 +1,77 @@
 #include "common/replaced_file.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <string_view>
 #include <utility>
 
 namespace pto {
+
+namespace {
+
+bool all_digits(std::string_view s)
+{
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// The pid in ".BASE.PID.tmp" or ".BASE.PID-N.tmp", the names open() gives;
+// 0 for any other name.
+pid_t temporary_pid(std::string_view name, const std::string& base)
+{
+    const std::string prefix = "." + base + ".";
+    constexpr std::string_view suffix = ".tmp";
+    if (name.size() <= prefix.size() + suffix.size() || name.substr(0, prefix.size()) != prefix ||
+        name.substr(name.size() - suffix.size()) != suffix)
+        return 0;
+    std::string_view middle = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (const auto dash = middle.find('-'); dash != std::string_view::npos) {
+        if (!all_digits(middle.substr(dash + 1)))
+            return 0;
+        middle = middle.substr(0, dash);
+    }
+    // Ten digits at most: any pid_t fits, and the sum cannot overflow.
+    if (!all_digits(middle) || middle.size() > 10)
+        return 0;
+    long long pid = 0;
+    for (const char c : middle)
+        pid = pid * 10 + (c - '0');
+    return pid > 0 && pid <= 0x7fffffff ? static_cast<pid_t>(pid) : 0;
+}
+
+// A run killed by SIGKILL cannot remove its temporary: the next run with
+// the same report does. Only a dead pid's, and only if no one holds its
+// lock: a run in another PID namespace looks dead from here but holds it.
+// Best effort throughout: a leftover is untidy, never in the report's way.
+void remove_stale_temporaries(const std::string& dir, const std::string& base)
+{
+    DIR* d = opendir(dir.empty() ? "." : dir.c_str());
+    if (d == nullptr)
+        return;
+    const int dfd = dirfd(d);
+    while (const dirent* e = readdir(d)) {
+        const pid_t pid = temporary_pid(e->d_name, base);
+        // EPERM is another user's live process: theirs to clean.
+        if (pid == 0 || kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        // Not a symlink's target, and no wait on a FIFO with that name.
+        const int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            (void)unlinkat(dfd, e->d_name, 0);
+        (void)::close(fd);
+    }
+    (void)closedir(d);
+}
+
+}  // namespace
 
 ReplacedFile::ReplacedFile(ReplacedFile&& o) noexcept
     : fd_(std::exchange(o.fd_, -1)), what_(std::move(o.what_)), path_(std::move(o.path_)),
@@ -86,6 +149,7 @@ Expected<ReplacedFile> ReplacedFile::open(const std::string& path, const std::st
     const auto slash = f.final_path_.rfind('/');
     const std::string dir = slash == std::string::npos ? "" : f.final_path_.substr(0, slash + 1);
     const std::string base = slash == std::string::npos ? f.final_path_ : f.final_path_.substr(slash + 1);
+    remove_stale_temporaries(dir, base);
     // Hidden and not ending in the report's extension, so that a CI glob
     // for reports skips it; pid and attempt make it ours alone (O_EXCL).
     for (int attempt = 0;; ++attempt) {
@@ -95,6 +159,10 @@ Expected<ReplacedFile> ReplacedFile::open(const std::string& path, const std::st
         name += ".tmp";
         f.fd_ = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (f.fd_ >= 0) {
+            // Tells other runs it is live (see remove_stale_temporaries);
+            // without flock (some network file systems) it is only left
+            // behind when this run is killed, as before.
+            (void)flock(f.fd_, LOCK_EX | LOCK_NB);
             f.temp_path_ = std::move(name);
             return f;
         }

@@ -63,6 +63,38 @@ bool stop_signal_pending()
     return false;
 }
 
+// Whether the run stopped a line that died of `sig`. Slurm's proctrack
+// signals a step's processes one at a time, the line's often before the
+// agent's, so a line killed by the run's stop can end before that stop is
+// pending here: a line dead of a stop signal waits for the agent's own, a
+// moment (the rest of that loop) and no longer, so that a line that killed
+// itself is still checked.
+bool stopped_by_run(int sig)
+{
+    if (stop_signal_pending())
+        return true;
+    sigset_t stops;
+    sigemptyset(&stops);
+    bool stop_signal = false;
+    for (int s : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1}) {
+        sigaddset(&stops, s);
+        stop_signal = stop_signal || s == sig;
+    }
+    if (!stop_signal)
+        return false;
+    const timespec moment{1, 0};
+    for (;;) {
+        const int got = sigtimedwait(&stops, nullptr, &moment);
+        if (got > 0) {
+            // Taken by the wait: pending again, for what follows to see.
+            (void)raise(got);  // cannot fail for a valid signal
+            return true;
+        }
+        if (errno != EINTR)
+            return false;  // EAGAIN: the moment passed with no stop
+    }
+}
+
 // The line (or a check), in the agent's process group (which
 // proctrack/pgid signals), its standard error joined to its standard output
 // (`out`), with the signal mask the step started with.
@@ -328,7 +360,7 @@ int run_step(const Step& step)
         // A line that failed of itself (no stop of the run's reached the
         // step) may have met a sick GPU.
         check_after = step.checks != nullptr && (!WIFEXITED(status) || WEXITSTATUS(status) != 0) &&
-                      !stop_signal_pending();
+                      !stopped_by_run(WIFSIGNALED(status) ? WTERMSIG(status) : 0);
         left = runner::descendants_of_this_process().size();
         // Without a signalfd (-1) the waits are plain sleeps: poll ignores the fd.
         stop_leftovers(sigchld.get(), left, step.grace_ms);

@@ -3,7 +3,7 @@
 // the way its search phase does, without throwing anything.
 #include "mp/kill_check.hpp"
 
-#include <dlfcn.h>
+#include <link.h>
 #include <unwind.h>
 
 #include <cstdint>
@@ -120,14 +120,37 @@ std::size_t encoded_size(unsigned char encoding)
 
 enum class Verdict { go_on, caught, terminates, unknown };
 
-// Whether [address, address + size) lies inside a loaded object's segment,
-// so that reading it cannot fault.
-bool mapped(std::uintptr_t address, std::size_t size)
+#if defined(__x86_64__)
+// Whether [address, address + size) lies inside one executable segment of a
+// loaded object. dladdr would not do: it answers for any address between an
+// object's first and last byte, data and the gaps between segments included,
+// and a 0xe8 byte inside another instruction decodes to such a target (ASan
+// caught the read landing in a global's redzone).
+bool in_code(std::uintptr_t address, std::size_t size)
 {
-    Dl_info info;
-    return dladdr(reinterpret_cast<void*>(address), &info) != 0 &&
-           dladdr(reinterpret_cast<void*>(address + size - 1), &info) != 0;
+    struct Range {
+        std::uintptr_t first, last;
+        bool inside = false;
+    } range{address, address + size - 1};
+    if (range.last < range.first) return false;  // wrapped past the top
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* arg) {
+            auto& r = *static_cast<Range*>(arg);
+            for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+                const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+                if (segment.p_type != PT_LOAD || (segment.p_flags & PF_X) == 0) continue;
+                const std::uintptr_t start = info->dlpi_addr + segment.p_vaddr;
+                if (r.first >= start && r.last < start + segment.p_memsz) {
+                    r.inside = true;
+                    return 1;  // found: stop the walk
+                }
+            }
+            return 0;
+        },
+        &range);
+    return range.inside;
 }
+#endif
 
 // Clang gives a noexcept function a catch-all landing pad that runs the
 // frame's destructors and calls __clang_call_terminate (push; call
@@ -141,7 +164,7 @@ bool is_terminate_pad(std::uintptr_t pad)
 {
 #if defined(__x86_64__)
     constexpr std::size_t window = 96;  // a pad's destructor calls, then the call
-    if (!mapped(pad, window + 5)) return false;
+    if (!in_code(pad, window + 5)) return false;
     const auto* code = reinterpret_cast<const unsigned char*>(pad);
     constexpr unsigned char endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
     const auto call_target = [](const unsigned char* call) {
@@ -155,7 +178,7 @@ bool is_terminate_pad(std::uintptr_t pad)
     for (std::size_t i = 0; i < window; ++i) {
         if (code[i] != 0xe8) continue;  // call rel32
         const std::uintptr_t target = call_target(code + i);
-        if (!mapped(target, 16)) continue;
+        if (!in_code(target, 16)) continue;
         const auto* callee = reinterpret_cast<const unsigned char*>(target);
         if (std::memcmp(callee, endbr64, sizeof endbr64) == 0) callee += sizeof endbr64;
         // push %rax; call rel32; call rel32

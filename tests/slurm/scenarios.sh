@@ -567,7 +567,7 @@ scenario_sick_timeout() {
 @label=second echo \$SLURMD_NODENAME:\$PTO_PAR_DEVICES >$work/st.second
 @label=third echo \$SLURMD_NODENAME:\$PTO_PAR_DEVICES >$work/st.third
 CMDS
-    in_allocation "$pto_par" --launcher slurm -j 1 --device-check "echo \$SLURMD_NODENAME:{devices} >>$work/st.checks" \
+    in_allocation "$pto_par" --launcher slurm -j 1 --device-check "echo \$SLURMD_NODENAME:{devices} step \$SLURM_STEP_ID >>$work/st.checks" \
         "$work/st.cmds" >"$work/st.out" 2>"$work/st.err"
     local rc=$? gpu
     [ $rc = 1 ] || fail "exit $rc, 1 expected: $(cat "$work/st.err")"
@@ -576,7 +576,7 @@ CMDS
         echo "  (Slurm gave the jobs different GPUs: $(cat "$work/st.first" "$work/st.second" "$work/st.third"))"
         return
     fi
-    [ "$(grep -c "^$gpu\$" "$work/st.checks")" = 2 ] || fail "checks of $gpu: $(cat "$work/st.checks")"
+    [ "$(grep -c "^$gpu step " "$work/st.checks")" = 2 ] || fail "checks of $gpu: $(cat "$work/st.checks")"
 }
 
 # A node whose slurmd is gone: its steps fail to launch; it is taken out of

@@ -88,16 +88,18 @@ Expected<void> check_map_budget(std::size_t stacks)
 {
     const long limit = read_number("/proc/sys/vm/max_map_count");
     if (limit <= 0) return {};  // unknown: mmap's own failure will name the limit
-    const std::size_t need = stacks * maps_per_stack;
-    const auto max = static_cast<std::size_t>(limit);
+    // In 64 bits: on a 32-bit size_t, INT_MAX ranks' mappings wrapped to a
+    // number small enough to pass, and the ranks' vector threw length_error.
+    const std::uint64_t need = std::uint64_t{stacks} * maps_per_stack;
+    const auto max = static_cast<std::uint64_t>(limit);
     // Reading /proc/self/maps costs more than a small spawn; only a spawn that
     // takes a good share of the limit can be the one that crosses it.
     if (need <= max / 4) return {};
     const long counted = count_lines("/proc/self/maps");
-    const std::size_t in_use = counted < 0 ? 0 : static_cast<std::size_t>(counted);
+    const std::uint64_t in_use = counted < 0 ? 0 : static_cast<std::uint64_t>(counted);
     if (in_use + need + spare_maps <= max) return {};
     // The sysctl is an int: a suggestion past INT_MAX could not be set.
-    constexpr auto settable = static_cast<std::size_t>(std::numeric_limits<int>::max());
+    constexpr auto settable = static_cast<std::uint64_t>(std::numeric_limits<int>::max());
     if (in_use + need + spare_maps > settable)
         return fail("cannot spawn " + std::to_string(stacks) + " ranks: their guarded stacks need " +
                     std::to_string(need) + " memory mappings, more than vm.max_map_count can be (" +

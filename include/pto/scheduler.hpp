@@ -123,8 +123,17 @@ struct RunningJob {
     const JobOutput* output;
 };
 
+// A device's health check that runs now (RunOptions::device_check).
+struct RunningCheck {
+    int device;
+    pid_t pid;
+    double elapsed_s;
+    bool shell_ended;  // what it left behind is being stopped
+};
+
 struct StatusReport {
     std::vector<RunningJob> running;
+    std::vector<RunningCheck> checks;
     std::size_t queued = 0;    // not started yet
     std::size_t finished = 0;
     double elapsed_s = 0;      // since the run began

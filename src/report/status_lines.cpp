@@ -225,7 +225,15 @@ void StatusLines::on_status(const StatusReport& report)
 {
     std::string text = "[pto-par] status after " + fixed(report.elapsed_s, 1) + "s: " +
                        std::to_string(report.running.size()) + " running, " + std::to_string(report.queued) +
-                       " queued, " + std::to_string(report.finished) + " finished\n";
+                       " queued, " + std::to_string(report.finished) + " finished";
+    if (!report.checks.empty())
+        text += ", " + std::to_string(report.checks.size()) +
+                (report.checks.size() == 1 ? " device check" : " device checks");
+    text += '\n';
+    for (const auto& c : report.checks)
+        text += "[pto-par]   check of device " + std::to_string(c.device) + " pid=" + std::to_string(c.pid) +
+                " running " + fixed(c.elapsed_s, 1) + "s" +
+                (c.shell_ended ? ", its shell exited; stopping what it left" : "") + "\n";
     for (const auto& j : report.running) {
         text += "[pto-par]   " + text::printable(j.result->label) + " pid=" + std::to_string(j.result->pid) +
                 " devices=" + devices_text(j.result->devices) + " running " + fixed(j.elapsed_s, 1) + "s, " +

@@ -129,6 +129,9 @@ void Run::report_status()
     if (const auto head = queue_.front(); head && head == waiting_job_ && placement_.waiting())
         report.waiting = jobs_[*head].label + " waits for " + waiting_for_;
     for (const auto& j : set_.jobs())
+        if (j->is_check())
+            report.checks.push_back({j->checked_device, j->pid(), seconds(now - j->started()), !j->leader_alive()});
+    for (const auto& j : set_.jobs())
         if (!j->is_check() && !j->holding) {
             j->output().settle();
             report.running.push_back(
@@ -144,8 +147,19 @@ void Run::on_leader_exit(JobProcess& j)
     if (j.step() != nullptr)
         read(j, 0);
     j.exit_handled = true;
-    if (j.is_check())
-        return;  // its verdict is taken when nothing of it is left
+    if (j.is_check()) {
+        // Its verdict is taken when nothing of it is left; what its shell
+        // left behind (holding the check's pipe, it kept the run waiting
+        // for ever) is stopped now, as a job's leftovers are.
+        if (j.life.stage() == StopStage::none && !j.empty()) {
+            const int left = j.member_count();
+            notice("the check of device " + std::to_string(j.checked_device) + " left " +
+                   (left < 0 ? std::string("processes") : std::to_string(left) + (left == 1 ? " process" : " processes")) +
+                   " running after its shell exited; stopped " + (left == 1 ? "it" : "them"));
+            stop(j);
+        }
+        return;
+    }
     if (j.holding || (j.step() != nullptr && j.step()->holding()))
         return;  // no job's any more (run_step_health.cpp)
     JobResult& res = results_[j.index()];

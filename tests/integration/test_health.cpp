@@ -1,9 +1,16 @@
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
 #include "process.hpp"
 #include "reports.hpp"
 
 using namespace pto::test;
+using namespace std::chrono_literals;
 
 
 TEST_SUITE("health") {
@@ -112,6 +119,61 @@ TEST_CASE("--device-check with nothing to run is a usage error; with --launcher 
     r = run({pto_par(), "-d", "0", "--device-check", "true", "--device-check-timeout", "x", file});
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("--device-check-timeout") != std::string::npos);
+}
+
+
+// A check is contained and ended as a job is: what its shell leaves behind
+// is stopped when the shell exits (it held the check's pipe, and the run
+// waited for it for ever).
+TEST_CASE("a check that leaves a process behind passes; the process is stopped and the jobs run")
+{
+    for (const std::string contain : {"auto", "pgroup"}) {
+        CAPTURE(contain);
+        TempDir dir;
+        const auto pidfile = dir.file("left");
+        const auto file = dir.write("j.cmds", "echo on $PTO_PAR_DEVICES\necho on $PTO_PAR_DEVICES\n");
+        const auto r = run({pto_par(), "-d", "0-1", "--lock-dir", "none", "--contain", contain,
+                            "--device-check-timeout", "30", "--device-check",
+                            "bash -c 'echo $$ > " + pidfile + "-{devices}; exec -a X sleep 100' & "
+                            "until [ -s " + pidfile + "-{devices} ]; do sleep 0.01; done; exit 0",
+                            file},
+                           {}, {}, 20s);
+        INFO(r.err);
+        CHECK(r.exit_code == 0);
+        CHECK(r.err.find("SICK") == std::string::npos);
+        CHECK(r.err.find("[pto-par] the check of device 0 left 1 process running after its shell exited; stopped it") !=
+              std::string::npos);
+        CHECK((r.out == "on 0\non 0\n" || r.out == "on 0\non 1\n" || r.out == "on 1\non 0\n" || r.out == "on 1\non 1\n"));
+        for (const char* device : {"0", "1"})
+            CHECK(gone_within(std::stoi(dir.read(std::string("left-") + device)), 2s));
+    }
+}
+
+TEST_CASE("a check whose leftover ignores SIGTERM is killed after the kill grace, and the run ends")
+{
+    TempDir dir;
+    const auto file = dir.write("j.cmds", "echo ran\n");
+    const auto r = run({pto_par(), "-d", "0", "--lock-dir", "none", "--kill-grace", "0.3", "--device-check",
+                        "sh -c 'trap \"\" TERM; while :; do sleep 0.05; done' & exit 0", file},
+                       {}, {}, 20s);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "ran\n");
+}
+
+TEST_CASE("SIGUSR1 names the device checks that run")
+{
+    TempDir dir;
+    const auto began = dir.file("began");
+    const auto file = dir.write("j.cmds", "true\n");
+    Process p({pto_par(), "-d", "3", "--lock-dir", "none", "--device-check", "touch " + began + "; sleep 2", file});
+    for (int i = 0; i < 200 && access(began.c_str(), F_OK) != 0; ++i)
+        std::this_thread::sleep_for(20ms);
+    p.send(SIGUSR1);
+    CHECK(p.wait_for_stderr("0 running, 1 queued, 0 finished, 1 device check\n", 10s));
+    CHECK(p.wait_for_stderr("[pto-par]   check of device 3 pid=", 10s));
+    const auto r = p.wait(20s);
+    CHECK(r.exit_code == 0);
 }
 
 }

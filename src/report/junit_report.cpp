@@ -242,28 +242,44 @@ void JunitReport::record(const Job& job, const JobResult& r, const JobOutput* ou
         return true;
     };
     // Past the limit: bytes [0, cut) and [resume, size) are kept, the note
-    // between them. Each part is escaped on its own, so a character cut in
-    // two shows as its bytes.
+    // between them. The cuts move to character boundaries: the head ends
+    // after the rest of a character it cut in two, the tail starts after the
+    // continuation bytes of one whose start was left out; the note counts
+    // exactly the bytes neither shows.
     const std::uint64_t size = output->size();
     const std::uint64_t cut = size > output_limit_ ? output_limit_ / 2 : size;
     const std::uint64_t resume = size > output_limit_ ? size - (output_limit_ - cut) : size;
-    std::uint64_t at = output->discarded();
-    bool noted = false;
+    const std::uint64_t first = output->discarded();
+    std::uint64_t at = first;
+    std::uint64_t gap_start = 0;
+    bool in_gap = false;
+    bool in_tail = false;
+    const auto end_gap = [&] {
+        buf += "\n[pto-par: " + std::to_string(at - gap_start) + " bytes of output left out]\n";
+        in_gap = false;
+    };
+    const auto continuation = [](char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; };
     const auto walked = output->for_each_chunk([&](std::string_view chunk) {
         while (!chunk.empty()) {
             std::string_view piece = chunk.substr(0, piece_size);
-            if (at < cut)
+            if (at < cut) {
                 piece = piece.substr(0, cut - at);
-            else if (at < resume)
-                piece = piece.substr(0, resume - at);
-            if (at >= cut && at < resume) {
-                if (!noted) {
-                    noted = true;
+                esc.feed(piece, buf);
+            } else if (!in_gap && !in_tail && esc.mid_character() && continuation(piece[0])) {
+                piece = piece.substr(0, 1);
+                esc.feed(piece, buf);
+            } else if (at < resume || (in_gap && continuation(piece[0]) && at < resume + 3)) {
+                if (!in_gap && !in_tail) {
+                    in_gap = true;
+                    // Bytes discarded by choice past the cut are left out too.
+                    gap_start = at == first ? cut : at;
                     esc.finish(buf);
-                    buf += "\n[pto-par: " + std::to_string(resume - cut) + " bytes of output left out]\n";
-                    esc = XmlEscaper();
                 }
+                piece = piece.substr(0, at < resume ? resume - at : 1);
             } else {
+                if (in_gap)
+                    end_gap();
+                in_tail = true;
                 esc.feed(piece, buf);
             }
             at += piece.size();
@@ -273,6 +289,8 @@ void JunitReport::record(const Job& job, const JobResult& r, const JobOutput* ou
         }
         return true;
     });
+    if (in_gap)
+        end_gap();
     if (write_errno == 0) {
         esc.finish(buf);
         flush();

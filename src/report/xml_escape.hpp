@@ -21,6 +21,8 @@ public:
     void feed(std::string_view bytes, std::string& out);
     // Escapes a UTF-8 sequence left cut short at the end.
     void finish(std::string& out);
+    // Whether the bytes fed so far end inside a UTF-8 sequence.
+    bool mid_character() const { return npending_ != 0; }
 
 private:
     void put_ascii(unsigned char c, std::string& out) const;

@@ -308,7 +308,8 @@ TEST_CASE("past the output limit a testcase keeps the head and the tail, and say
     JunitReport junit(file.string(), specs, "s", 1000);
     REQUIRE(junit.open());
     auto out = *JobOutput::reserve(pto::SpillPlace{}, 4096);
-    // A character of two bytes across each cut: escaped as bytes, not lost.
+    // A character of two bytes across each cut: the head ends after it, the
+    // tail starts after its rest, never half a character either side.
     const std::string head = std::string(499, 'H') + "\xc3\xa9";
     const std::string tail = "\xc3\xa9" + std::string(499, 'T');
     out.append(head + std::string(3998, '\0') + tail);
@@ -319,9 +320,42 @@ TEST_CASE("past the output limit a testcase keeps the head and the tail, and say
     REQUIRE(junit.close(1));
     REQUIRE(parse_back(file, tmp.path()) == 0);
     CHECK(slurp(tmp.path() / "0.out") ==
-          std::string(499, 'H') + "\\xc3\n[pto-par: 4000 bytes of output left out]\n\\xa9" + std::string(499, 'T'));
+          std::string(499, 'H') + "\xc3\xa9\n[pto-par: 4000 bytes of output left out]\n" + std::string(499, 'T'));
     CHECK(slurp(tmp.path() / "1.out") == std::string(1000, 's'));
     CHECK(fs::file_size(file) < 3000);
+}
+
+TEST_CASE("past the output limit a four-byte character at any offset across either cut is kept whole or left out whole")
+{
+    const std::string grin = "\xf0\x9f\x98\x80";
+    for (std::size_t shift = 0; shift < 4; ++shift) {
+        CAPTURE(shift);
+        const TempDir tmp;
+        const std::vector<pto::Job> specs = {spec(1, "long")};
+        const fs::path file = tmp.path() / "limit.xml";
+        JunitReport junit(file.string(), specs, "s", 100);
+        REQUIRE(junit.open());
+        auto out = *JobOutput::reserve(pto::SpillPlace{}, 4096);
+        // The cut is at byte 50 and the tail resumes at byte 150 of 200.
+        std::string all = std::string(47 + shift, 'H') + grin;
+        all += std::string(150 - 3 + shift - all.size(), 'M') + grin;
+        all += std::string(200 - all.size(), 'T');
+        out.append(all);
+        junit.on_finish(specs[0], result(specs[0], JobStatus::failed, 1), out);
+        REQUIRE(junit.close(1));
+        REQUIRE(parse_back(file, tmp.path()) == 0);
+        const std::string kept = slurp(tmp.path() / "0.out");
+        CHECK(kept.find("\\x") == std::string::npos);
+        const auto note = kept.find("\n[pto-par: ");
+        REQUIRE(note != std::string::npos);
+        const std::string before = kept.substr(0, note);
+        const std::string after = kept.substr(kept.find("]\n", note) + 2);
+        const std::size_t left = std::stoul(kept.substr(note + 11));
+        // Nothing lost: what the note counts is what neither side shows.
+        CHECK(before.size() + left + after.size() == all.size());
+        CHECK(all.compare(0, before.size(), before) == 0);
+        CHECK(all.compare(all.size() - after.size(), after.size(), after) == 0);
+    }
 }
 
 TEST_CASE("open fails early when the file cannot be created")

@@ -173,6 +173,31 @@ TEST_CASE("SIGINT stops a run started in the background of a script, which ignor
     CHECK(r.seconds < 20);
 }
 
+TEST_CASE("a closed standard output is refused up front, nothing started; a closed standard error only discards notices")
+{
+    TempDir dir;
+    const auto ran = dir.file("ran");
+    const auto cmds = dir.write("x.cmds", "@0 touch " + ran + "\n@0 echo out\n");
+    // Closed, descriptor 1 went to the signalfd opened first, and the jobs'
+    // output was written into it: "Invalid argument", exit 1.
+    const auto no_out = run({"/bin/sh", "-c", "exec \"$0\" -d none \"$1\" >&-", pto_par(), cmds});
+    CHECK(no_out.exit_code == 2);
+    CHECK(no_out.err.find("pto-par: error: standard output is closed") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(ran));
+    const auto no_err = run({"/bin/sh", "-c", "exec \"$0\" -d none \"$1\" 2>&-", pto_par(), cmds});
+    CHECK(no_err.exit_code == 0);
+    CHECK(no_err.out == "out\n");
+    CHECK(no_err.err.empty());
+    CHECK(std::filesystem::exists(ran));
+    const auto failing = dir.write("f.cmds", "@0 false\n");
+    CHECK(run({"/bin/sh", "-c", "exec \"$0\" -d none \"$1\" 2>&-", pto_par(), failing}).exit_code == 1);
+    // A closed standard input is an empty one, for pto-par and the jobs.
+    const auto no_in = run({"/bin/sh", "-c", "exec \"$0\" -d none \"$1\" <&-", pto_par(),
+                            dir.write("cat.cmds", "@0 cat; echo read=$?\n")});
+    CHECK(no_in.exit_code == 0);
+    CHECK(no_in.out == "read=0\n");
+}
+
 TEST_CASE("pto-par /dev/zero is an immediate error with flat memory")
 {
     const auto r = run({pto_par(), "-d", "none", "/dev/zero"}, {}, {}, 3s);

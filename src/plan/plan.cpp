@@ -4,6 +4,9 @@
 #include <cerrno>
 #include <charconv>
 #include <numeric>
+#include <optional>
+
+#include <pto/scheduler.hpp>
 
 #include "common/read_file.hpp"
 #include "plan/json_value.hpp"
@@ -31,8 +34,58 @@ Expected<std::optional<std::string>> read_report(const std::string& path)
 
 }  // namespace
 
-Expected<bool> add_report(History& history, std::string_view text, const std::string& name)
+namespace {
+
+// Longer than any run: a bigger number is no measured duration, and would
+// outweigh every other job in the order and the shards.
+constexpr double max_duration_s = 1e9;
+
+bool known_status(std::string_view s)
 {
+    for (JobStatus st : {JobStatus::passed, JobStatus::failed, JobStatus::timeout, JobStatus::killed,
+                         JobStatus::cancelled, JobStatus::flaky})
+        if (s == to_string(st))
+            return true;
+    return false;
+}
+
+// Adds the record `v` to `history` when it is a job's; says why not when it
+// says nothing usable. A record of another kind is no error.
+std::optional<std::string> add_record(History& history, const JsonValue& v, std::size_t& used)
+{
+    const JsonObject* obj = v.object();
+    if (obj == nullptr)
+        return "not a JSON object";
+    // A device's record (or any kind but a job's) says nothing of a label.
+    if (const auto record = obj->find("record");
+        record != obj->end() && !(record->second.string() != nullptr && *record->second.string() == "job"))
+        return std::nullopt;
+    const auto label = obj->find("label");
+    const auto status = obj->find("status");
+    if (label == obj->end() || label->second.string() == nullptr || status == obj->end() ||
+        status->second.string() == nullptr)
+        return "no \"label\" and \"status\"";
+    if (!known_status(*status->second.string()))
+        return "unknown status \"" + *status->second.string() + "\"";
+    const auto d = obj->find("duration_s");
+    const double* duration = d == obj->end() ? nullptr : d->second.number();
+    if (duration != nullptr && !(*duration >= 0 && *duration <= max_duration_s))
+        return "\"duration_s\" is not a duration of 0 to 1e9 seconds";
+    Past& past = history[*label->second.string()];
+    past.status = *status->second.string();
+    // A job that never ran (cancelled) says nothing of how long it takes:
+    // what an earlier run measured stays.
+    if (duration != nullptr)
+        past.duration_s = *duration;
+    ++used;
+    return std::nullopt;
+}
+
+}  // namespace
+
+ReportRead add_report(History& history, std::string_view text, const std::string& name)
+{
+    ReportRead read;
     std::size_t line_no = 0;
     while (!text.empty()) {
         const auto nl = text.find('\n');
@@ -41,47 +94,39 @@ Expected<bool> add_report(History& history, std::string_view text, const std::st
         ++line_no;
         if (line.find_first_not_of(" \t\r") == std::string_view::npos)
             continue;
-        const std::string where = name + ":" + std::to_string(line_no);
         auto v = parse_json(line);
-        if (!v && nl == std::string_view::npos)
-            return true;
-        if (!v)
-            return fail(where + ": not a JSON object: " + v.error().message);
-        const JsonObject* obj = v->object();
-        if (obj == nullptr)
-            return fail(where + ": not a JSON object; history files are --json reports");
-        // A device's record (or any kind but a job's) says nothing of a label.
-        if (const auto record = obj->find("record");
-            record != obj->end() && !(record->second.string() != nullptr && *record->second.string() == "job"))
-            continue;
-        const auto label = obj->find("label");
-        const auto status = obj->find("status");
-        if (label == obj->end() || label->second.string() == nullptr || status == obj->end() ||
-            status->second.string() == nullptr)
-            return fail(where + ": no \"label\" and \"status\"; history files are --json reports");
-        Past& past = history[*label->second.string()];
-        past.status = *status->second.string();
-        // A job that never ran (cancelled) says nothing of how long it takes:
-        // what an earlier run measured stays.
-        if (const auto d = obj->find("duration_s"); d != obj->end() && d->second.number() != nullptr)
-            past.duration_s = std::max(0.0, *d->second.number());
+        if (!v && nl == std::string_view::npos) {
+            read.cut_off = true;
+            break;
+        }
+        const auto why = v ? add_record(history, *v, read.used)
+                           : std::optional<std::string>("not a JSON object: " + v.error().message);
+        if (why && read.ignored++ == 0)
+            read.first_ignored = name + ":" + std::to_string(line_no) + ": " + *why;
     }
-    return false;
+    return read;
 }
 
 namespace {
 
-// A cut-off last line (a run stopped while writing it) is ignored, said in
-// `notes`.
+// A cut-off last line (a run stopped while writing it) and records that say
+// nothing usable are ignored, said in `notes`: a bad record costs the order
+// and the shards its job's duration, never the run. A file with no job's
+// record at all is no report (the commands file given by mistake).
 Expected<void> add_report_file(History& history, std::string_view text, const std::string& name,
                                std::vector<std::string>& notes)
 {
-    auto cut = add_report(history, text, name);
-    if (!cut)
-        return tl::unexpected(cut.error());
-    if (*cut)
+    const ReportRead read = add_report(history, text, name);
+    if (read.ignored > 0 && read.used == 0)
+        return fail(read.first_ignored + "; history files are --json reports");
+    if (read.cut_off)
         notes.push_back("history file '" + name +
                         "': its last line was cut off (a run stopped while writing it?); that line is ignored");
+    if (read.ignored == 1)
+        notes.push_back("history file '" + name + "': a record is ignored: " + read.first_ignored);
+    else if (read.ignored > 1)
+        notes.push_back("history file '" + name + "': " + std::to_string(read.ignored) +
+                        " records are ignored; the first: " + read.first_ignored);
     return {};
 }
 

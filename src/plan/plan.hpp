@@ -25,15 +25,26 @@ struct Past {
 // across files.
 using History = std::map<std::string, Past, std::less<>>;
 
-// Adds the --json report `text` (JSON Lines) to `history`; `name` is for
-// errors ("r.json:3: not a JSON object: ..."). A last line without its
-// newline that does not parse is what a run killed while writing leaves:
-// it is skipped, and the result is true.
-Expected<bool> add_report(History& history, std::string_view text, const std::string& name);
+struct ReportRead {
+    // A last line without its newline that does not parse: what a run
+    // killed while writing leaves.
+    bool cut_off = false;
+    // Records that say nothing usable (not JSON, no label or status, an
+    // unknown status, a duration that is none), and where the first is
+    // ("r.json:3: unknown status \"ok\"").
+    std::size_t ignored = 0;
+    std::string first_ignored;
+    std::size_t used = 0;  // job records added
+};
+
+// Adds the --json report `text` (JSON Lines) to `history`, skipping what
+// ReportRead counts; `name` is for ReportRead::first_ignored.
+ReportRead add_report(History& history, std::string_view text, const std::string& name);
 
 // Reads each FILE in turn; a FILE that does not exist is no error (the first
-// run of a CI cache), one that cannot be read or parsed is. A notice for
-// each file whose last line was cut off goes to `notes`.
+// run of a CI cache), one that cannot be read or holds no job's record is. A
+// notice for each file whose last line was cut off or whose records were
+// ignored goes to `notes`.
 Expected<History> read_history(std::span<const std::string> files, std::vector<std::string>& notes);
 
 // The report of the run --rerun-failed repeats: unlike a history file it

@@ -30,8 +30,9 @@ public:
 
     // One testcase per job of `jobs`, in their order; `suite_name` names the testsuite and
     // is every testcase's classname. A job's <system-out> holds at most
-    // `output_limit` bytes of its output: past it, the first and last halves,
-    // with the count of bytes left out between them.
+    // `output_limit` bytes of its output (give or take a character's bytes):
+    // past it, the first and last halves, cut at character boundaries, with
+    // the count of bytes left out between them.
     JunitReport(std::string path, std::span<const Job> jobs, std::string suite_name,
                 std::uint64_t output_limit = default_output_limit);
     JunitReport(const JunitReport&) = delete;

@@ -75,9 +75,30 @@ TEST_CASE("a history whose last line was cut off is used, with a notice")
     const auto r = run({pto_par(), "-d", "none", "--history", hist, dir.write("c.cmds", "@0,label=a true\n")});
     CHECK(r.exit_code == 0);
     CHECK(r.err.find("cut off") != std::string::npos);
-    // Only the last line: a broken line in the middle is still an error.
+    // A broken line in the middle is a record ignored, said with its line.
     const auto mid = dir.write("mid.json", "{\"label\":\"b\",\"status\":\"pas\n{\"label\":\"a\",\"status\":\"passed\"}\n");
-    CHECK(run({pto_par(), "-d", "none", "--history", mid, dir.file("c.cmds")}).exit_code == 2);
+    const auto m = run({pto_par(), "-d", "none", "--history", mid, dir.file("c.cmds")});
+    CHECK(m.exit_code == 0);
+    CHECK(m.err.find("history file '" + mid + "': a record is ignored: " + mid + ":1: not a JSON object") !=
+          std::string::npos);
+}
+
+TEST_CASE("hostile --history records are ignored with a notice naming file and line; the run goes on")
+{
+    TempDir dir;
+    const auto hist = dir.write("h.json", "{\"label\":\"a\",\"status\":\"passed\",\"duration_s\":1e308}\n"
+                                          "{\"label\":\"b\",\"status\":\"passed\",\"duration_s\":-3}\n"
+                                          "{\"label\":\"c\",\"status\":\"great\",\"duration_s\":1}\n"
+                                          "{\"label\":\"d\",\"status\":\"passed\",\"duration_s\":1e999}\n"
+                                          "{\"label\":\"e\",\"status\":\"passed\",\"duration_s\":2}\n");
+    const auto cmds = dir.write("c.cmds", "@0,label=a true\n@0,label=e true\n");
+    const auto r = run({pto_par(), "-d", "none", "--history", hist, "--dry-run", cmds});
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("history file '" + hist + "': 4 records are ignored; the first: " + hist +
+                     ":1: \"duration_s\" is not a duration of 0 to 1e9 seconds") != std::string::npos);
+    // a's duration was thrown away, not printed as a 309-digit number.
+    CHECK(r.out.find("0000000000") == std::string::npos);
+    CHECK(r.err.find("0000000000") == std::string::npos);
 }
 
 TEST_CASE("input past the line or byte cap is refused as it is read, nothing run")

@@ -77,49 +77,71 @@ TEST_CASE("JSON strings: any bytes, invalid UTF-8 included, read back exactly as
 TEST_CASE("history: the last report of each label wins; a cancelled run keeps the last duration measured")
 {
     History h;
-    REQUIRE(add_report(h,
+    CHECK(add_report(h,
                        "{\"label\":\"a\",\"status\":\"passed\",\"duration_s\":3.5}\n"
                        "{\"label\":\"b\",\"status\":\"failed\",\"duration_s\":1}\n",
-                       "one.json"));
-    REQUIRE(add_report(h,
+                       "one.json").ignored == 0);
+    CHECK(add_report(h,
                        "{\"label\":\"a\",\"status\":\"cancelled\",\"duration_s\":null}\n\n"
                        "{\"label\":\"b\",\"status\":\"passed\",\"duration_s\":2}\n",
-                       "two.json"));
+                       "two.json").ignored == 0);
     CHECK(h.at("a").status == "cancelled");
     CHECK(h.at("a").duration_s == 3.5);
     CHECK(h.at("b").status == "passed");
     CHECK(h.at("b").duration_s == 2);
-    auto bad = add_report(h, "{\"label\":\"a\",\"status\":\"passed\"}\nnot json\n", "r.json");
-    REQUIRE_FALSE(bad);
-    CHECK(bad.error().message.find("r.json:2: not a JSON object") == 0);
     auto cut = add_report(h, "{\"label\":\"c\",\"status\":\"passed\"}\n{\"label\":\"d\",\"sta", "r.json");
-    REQUIRE(cut);
-    CHECK(*cut);
+    CHECK(cut.cut_off);
+    CHECK(cut.ignored == 0);
     CHECK(h.count("c") == 1);
     CHECK(h.count("d") == 0);
     auto whole = add_report(h, "{\"label\":\"e\",\"status\":\"passed\"}", "r.json");
-    REQUIRE(whole);
-    CHECK_FALSE(*whole);
-    auto no_label = add_report(h, "{\"x\":1}\n", "r.json");
-    REQUIRE_FALSE(no_label);
-    CHECK(no_label.error().message.find("r.json:1: no \"label\" and \"status\"") == 0);
+    CHECK_FALSE(whole.cut_off);
+    CHECK(h.count("e") == 1);
+}
+
+TEST_CASE("history: a record that says nothing usable is ignored and counted, the others kept")
+{
+    History h;
+    const auto read = add_report(h,
+                                 "{\"label\":\"a\",\"status\":\"passed\",\"duration_s\":2}\n"
+                                 "not json\n"
+                                 "{\"x\":1}\n"
+                                 "{\"label\":\"b\",\"status\":\"ok\",\"duration_s\":1}\n"
+                                 "{\"label\":\"c\",\"status\":\"passed\",\"duration_s\":1e308}\n"
+                                 "{\"label\":\"d\",\"status\":\"passed\",\"duration_s\":-5}\n"
+                                 "{\"label\":\"e\",\"status\":\"passed\",\"duration_s\":1e999}\n"
+                                 "{\"label\":\"f\",\"status\":\"failed\",\"duration_s\":4}\n",
+                                 "r.json");
+    CHECK_FALSE(read.cut_off);
+    CHECK(read.ignored == 6);
+    CHECK(read.first_ignored.find("r.json:2: not a JSON object") == 0);
+    CHECK(read.used == 2);
+    CHECK(h.size() == 2);
+    CHECK(h.at("a").duration_s == 2);
+    CHECK(h.at("f").duration_s == 4);
+    const auto one = add_report(h, "{\"label\":\"b\",\"status\":\"ok\"}\n", "s.json");
+    CHECK(one.ignored == 1);
+    CHECK(one.first_ignored == "s.json:1: unknown status \"ok\"");
+    const auto big = add_report(h, "{\"label\":\"c\",\"status\":\"passed\",\"duration_s\":1e308}\n", "t.json");
+    CHECK(big.first_ignored == "t.json:1: \"duration_s\" is not a duration of 0 to 1e9 seconds");
+    CHECK(h.count("c") == 0);
 }
 
 TEST_CASE("history: a report's device records, and records of any other kind than a job's, are skipped")
 {
     History h;
-    REQUIRE(add_report(h,
+    CHECK(add_report(h,
                        "{\"label\":\"a\",\"status\":\"failed\",\"duration_s\":1}\n"
                        "{\"record\":\"device\",\"device\":1,\"jobs\":1,\"passed\":0,\"failed\":1,"
                        "\"timeout\":0,\"killed\":0,\"sick\":false}\n"
                        "{\"record\":\"device\",\"device\":0,\"node\":\"n1\",\"jobs\":0,\"passed\":0,"
                        "\"failed\":0,\"timeout\":0,\"killed\":0,\"sick\":true}\n",
-                       "r.json"));
+                       "r.json").ignored == 0);
     CHECK(h.size() == 1);
     CHECK(h.at("a").status == "failed");
-    REQUIRE(add_report(h, "{\"record\":\"job\",\"label\":\"b\",\"status\":\"passed\"}\n", "r.json"));
+    CHECK(add_report(h, "{\"record\":\"job\",\"label\":\"b\",\"status\":\"passed\"}\n", "r.json").ignored == 0);
     CHECK(h.at("b").status == "passed");
-    REQUIRE(add_report(h, "{\"record\":\"node\",\"label\":\"c\",\"status\":\"passed\"}\n", "r.json"));
+    CHECK(add_report(h, "{\"record\":\"node\",\"label\":\"c\",\"status\":\"passed\"}\n", "r.json").ignored == 0);
     CHECK(h.count("c") == 0);
 }
 

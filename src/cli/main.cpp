@@ -464,12 +464,12 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
 int main(int argc, char** argv)
 {
     // Before any descriptor is opened, which would take a closed one's number.
-    const auto closed = cli::fill_closed_streams();
-    if (!closed)
-        return error(closed.error().message);
+    const auto output_closed = cli::fill_closed_streams();
+    if (!output_closed)
+        return error(output_closed.error().message);
     // The jobs' output would have nowhere to go; a closed standard error
     // only discards the notices, as 2>/dev/null does.
-    if (closed->output)
+    if (*output_closed)
         return error("standard output is closed: the jobs' output has nowhere to go (give >/dev/null to discard it)");
     // A step of --launcher slurm: before anything blocks a signal or ignores
     // SIGPIPE, since the job inherits both across the exec.

@@ -9,21 +9,20 @@
 
 namespace pto::cli {
 
-Expected<ClosedStreams> fill_closed_streams()
+Expected<bool> fill_closed_streams()
 {
-    ClosedStreams closed;
-    bool* const flag[] = {&closed.input, &closed.output, &closed.error};
+    bool output_closed = false;
     for (int fd = 0; fd <= 2; ++fd) {
         if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
             continue;
-        *flag[fd] = true;
+        output_closed = output_closed || fd == STDOUT_FILENO;
         // open takes the lowest free number: fd itself, those below it being
         // open or filled already.
         const int got = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
         if (got == -1)
             return tl::unexpected(sys_error("opening /dev/null for closed descriptor " + std::to_string(fd), errno));
     }
-    return closed;
+    return output_closed;
 }
 
 bool same_terminal(int a, int b)

@@ -6,19 +6,12 @@
 
 namespace pto::cli {
 
-// Which of descriptors 0-2 pto-par was started without.
-struct ClosedStreams {
-    bool input = false;
-    bool output = false;
-    bool error = false;
-};
-
 // Puts /dev/null on each of descriptors 0-2 that is closed, before anything
 // else opens a descriptor: the lowest free number would go to the next one
 // opened, and the jobs' output or pto-par's notices would be written into a
-// signalfd or a pipe. Says which were closed, for the caller to refuse or
-// accept.
-Expected<ClosedStreams> fill_closed_streams();
+// signalfd or a pipe. Says whether standard output was one of them, which
+// the caller refuses (a closed input or error only reads or discards).
+Expected<bool> fill_closed_streams();
 
 // Standard output shows on the terminal standard error is: what one writes
 // then takes the other's progress line away.

@@ -235,7 +235,10 @@ void barrier();
 
 // Collectives take part in one sequence shared by all ranks: the k-th collective
 // call of every rank must be the same call (kind, element type, size, op or
-// src); a rank that differs fails the spawn with a message naming the ranks.
+// src). A call that differs waits for every rank; then the ranks whose call
+// differs from the most ranks' (on a tie, from the first to arrive) fail the
+// spawn with a message naming them, thrown in the last rank when it alone
+// differs.
 // Buffers belong to their rank: all_reduce and broadcast throw
 // std::invalid_argument in the last rank to arrive when two ranks' buffers
 // overlap (torch code that shares one tensor between ranks, ported as is) and

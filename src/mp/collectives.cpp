@@ -1,11 +1,12 @@
 // The collectives: a rank checks its call against its peers' and registers it
-// on its own stack, where a mismatch fails that rank; the spawning thread
+// on its own stack, where a mismatch fails the ranks that differ; the spawning thread
 // then moves the data between rounds, in rank order.
 #include "mp/collectives.hpp"
 
 #include "mp/messages.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <exception>
 #include <string>
@@ -32,7 +33,7 @@ bool same_call(const Part& a, const Part& b)
 }  // namespace
 
 Collectives::Collectives(Scheduler& scheduler, std::span<Rank> ranks)
-    : scheduler_(scheduler), ranks_(ranks), parts_(ranks.size(), nullptr)
+    : scheduler_(scheduler), ranks_(ranks), parts_(ranks.size(), nullptr), dissent_(ranks.size(), nullptr)
 {
 }
 
@@ -101,6 +102,21 @@ bool Collectives::arrive(Rank& me, Part& part)
                                                            " ranks)"));
         return false;
     }
+    // A call unlike the open one waits, unregistered, for every rank to
+    // come: only then is the odd one out known, and the last to come ends
+    // the spawn. The open call cannot be taken back meanwhile: a rank
+    // withdraws only before it waits, when no other rank has run since it
+    // came.
+    if (first_ != nullptr && !same_call(*first_, part)) {
+        if (arrived_ + dissenting_ + 1 == nprocs) return judge(me, part);
+        dissent_[static_cast<std::size_t>(me.id)] = &part;
+        ++dissenting_;
+        me.wait = CollectiveWait{&part};
+        // Back only to be unwound.
+        (void)scheduler_.block(me);
+        return false;
+    }
+    if (dissenting_ > 0 && arrived_ + dissenting_ + 1 == nprocs) return judge(me, part);
     if (arrived_ + 1 == nprocs && !check_overlap(me, part)) return false;
     if (arrived_ == 0) {
         // Allocate before opening, so that a bad_alloc leaves nothing half done.
@@ -110,21 +126,54 @@ bool Collectives::arrive(Rank& me, Part& part)
         step_ = ++steps_;
         ordinal_ = ++of_kind;
         store_ = std::move(store);
-    } else if (!same_call(*first_, part)) {
-        std::vector<int> matching;
-        for (int r = 0; r < nprocs; ++r)
-            if (parts_[static_cast<std::size_t>(r)] != nullptr) matching.push_back(r);
-        scheduler_.throw_or_keep(me, std::logic_error("mismatched collectives at step " + std::to_string(step_) +
-                                                      ": " + rank_list(matching) + " called " +
-                                                      describe_call(*first_) + ", rank " + std::to_string(me.id) +
-                                                      " called " + describe_call(part)));
-        return false;
     }
     part.store = store_;
     parts_[static_cast<std::size_t>(me.id)] = &part;
     ++arrived_;
     me.wait = CollectiveWait{&part};
     return true;
+}
+
+// Every rank has come, not all with one call. The call most ranks made is
+// taken as meant (on a tie, the first one's) and the others are the error:
+// thrown into the last rank when it alone differs, as if it had come with
+// the others waiting, and otherwise the spawn's failure on the ranks that
+// differ.
+bool Collectives::judge(Rank& me, Part& part)
+{
+    struct Group {
+        const Part* call;
+        std::vector<int> ranks;
+    };
+    std::vector<Group> groups;
+    for (int r = 0; r < scheduler_.size(); ++r) {
+        const auto i = static_cast<std::size_t>(r);
+        const Part* call = r == me.id ? &part : parts_[i] != nullptr ? parts_[i] : dissent_[i];
+        if (call == nullptr) continue;  // cannot be: every rank has come
+        auto group = std::find_if(groups.begin(), groups.end(),
+                                  [&](const Group& g) { return same_call(*g.call, *call); });
+        if (group == groups.end()) group = groups.insert(groups.end(), Group{call, {}});
+        group->ranks.push_back(r);
+    }
+    const auto meant = std::max_element(groups.begin(), groups.end(), [&](const Group& a, const Group& b) {
+        if (a.ranks.size() != b.ranks.size()) return a.ranks.size() < b.ranks.size();
+        return same_call(*b.call, *first_);
+    });
+    std::string error = "mismatched collectives at step " + std::to_string(step_) + ": " +
+                        rank_list(meant->ranks) + " called " + describe_call(*meant->call);
+    std::vector<int> odd;
+    for (const Group& group : groups) {
+        if (&group == &*meant) continue;
+        error += ", " + rank_list(group.ranks) + " called " + describe_call(*group.call);
+        odd.insert(odd.end(), group.ranks.begin(), group.ranks.end());
+    }
+    std::sort(odd.begin(), odd.end());
+    if (odd == std::vector<int>{me.id}) {
+        scheduler_.throw_or_keep(me, std::logic_error(error));
+        return false;
+    }
+    scheduler_.fail_others(me, std::move(odd), std::make_exception_ptr(std::logic_error(error)));
+    return false;
 }
 
 // The collective stays open for the other ranks, as if this one had not come:
@@ -140,11 +189,13 @@ void Collectives::withdraw(Rank& me, Part& part) noexcept
     if (arrived_ == 0) {
         --steps_;
         --kind_counts_[part.kind];
+        assert(dissenting_ == 0);
         close();
         return;
     }
     if (first_ != &part) return;
-    // Another rank's call becomes the one later arrivals must match.
+    // Another rank's call becomes the one later arrivals must match: the
+    // same call, as every registered part is.
     for (Part* p : parts_) {
         if (p != nullptr) {
             first_ = p;
@@ -169,17 +220,23 @@ void Collectives::abandon() noexcept
 void Collectives::close() noexcept
 {
     std::fill(parts_.begin(), parts_.end(), nullptr);
+    std::fill(dissent_.begin(), dissent_.end(), nullptr);
     first_ = nullptr;
     arrived_ = 0;
+    dissenting_ = 0;
     store_.reset();
 }
 
 std::string Collectives::describe(const Part& part) const
 {
+    const std::string arrivals = std::to_string(arrived_ + dissenting_) + " of " + std::to_string(scheduler_.size()) +
+                                 " arrived";
+    if (first_ != nullptr && !same_call(*first_, part))
+        return describe_call(part) + ", unlike the open " + describe_call(*first_) + " #" + std::to_string(ordinal_) +
+               " (" + arrivals + ")";
     std::string arguments = describe_arguments(part);
     if (!arguments.empty()) arguments += "; ";
-    return kind_name(part.kind) + (" #" + std::to_string(ordinal_)) + " (" + arguments + std::to_string(arrived_) +
-           " of " + std::to_string(scheduler_.size()) + " arrived)";
+    return kind_name(part.kind) + (" #" + std::to_string(ordinal_)) + " (" + arguments + arrivals + ")";
 }
 
 }  // namespace pto::mp::detail

@@ -20,7 +20,8 @@ class Collectives final : public Activity {
 public:
     Collectives(Scheduler& scheduler, std::span<Rank> ranks);
 
-    // Registers `part` of rank `me`, or throws naming the mismatch; false
+    // Registers `part` of rank `me`, or throws naming the mismatch (a call
+    // unlike the open one waits for all ranks to know which is odd); false
     // where that cannot be thrown (Scheduler::throw_or_keep) and nothing was
     // registered.
     bool arrive(Rank& me, Part& part);
@@ -35,6 +36,7 @@ public:
 
 private:
     bool check_overlap(Rank& me, const Part& part);
+    bool judge(Rank& me, Part& part);
     void close() noexcept;
 
     Scheduler& scheduler_;
@@ -44,6 +46,8 @@ private:
     unsigned long step_ = 0;      // among all collectives
     unsigned long ordinal_ = 0;   // among those of its kind
     std::vector<Part*> parts_;    // by rank
+    std::vector<Part*> dissent_;  // by rank: calls unlike first_'s, waiting
+    int dissenting_ = 0;
     std::shared_ptr<void> store_;  // see Part::make_store
     unsigned long steps_ = 0;
     std::map<Kind, unsigned long> kind_counts_;

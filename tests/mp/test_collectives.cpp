@@ -208,13 +208,13 @@ TEST_SUITE("mp.collectives")
         {
             CHECK(spawn_failure([&](int rank) { all_reduce(4, rank == 2 ? mp::ReduceOp::max : mp::ReduceOp::sum); },
                                 4) ==
-                  "spawn failed on ranks [2]: rank 2 raised mismatched collectives at step 1: ranks 0-1 called "
+                  "spawn failed on ranks [2]: rank 2 raised mismatched collectives at step 1: ranks 0-1,3 called "
                   "all_reduce(4 x int, sum), rank 2 called all_reduce(4 x int, max)");
         }
         SUBCASE("different size")
         {
             CHECK(spawn_failure([&](int rank) { all_reduce(rank == 1 ? 8 : 4, mp::ReduceOp::sum); }, 3) ==
-                  "spawn failed on ranks [1]: rank 1 raised mismatched collectives at step 1: rank 0 called "
+                  "spawn failed on ranks [1]: rank 1 raised mismatched collectives at step 1: ranks 0,2 called "
                   "all_reduce(4 x int, sum), rank 1 called all_reduce(8 x int, sum)");
         }
         SUBCASE("different order")
@@ -259,6 +259,64 @@ TEST_SUITE("mp.collectives")
                       2) ==
                   "spawn failed on ranks [1]: rank 1 raised mismatched collectives at step 1: rank 0 called "
                   "all_reduce(1 x double, sum), rank 1 called all_gather(int)");
+        }
+    }
+
+    TEST_CASE("a mismatch blames the ranks whose call differs from the most ranks'")
+    {
+        const auto broadcast_or_all_reduce = [](int rank) {
+            int v[1] = {rank};
+            if (rank == 0)
+                mp::broadcast(std::span(v), 0);
+            else
+                mp::all_reduce(std::span(v));
+        };
+        SUBCASE("the first rank is the odd one out")
+        {
+            CHECK(spawn_failure(broadcast_or_all_reduce, 4) ==
+                  "spawn failed on ranks [0]: rank 0 raised mismatched collectives at step 1: ranks 1-3 called "
+                  "all_reduce(1 x int, sum), rank 0 called broadcast(1 x int, src 0)");
+        }
+        SUBCASE("on a tie the first call is taken as meant")
+        {
+            CHECK(spawn_failure(broadcast_or_all_reduce, 2) ==
+                  "spawn failed on ranks [1]: rank 1 raised mismatched collectives at step 1: rank 0 called "
+                  "broadcast(1 x int, src 0), rank 1 called all_reduce(1 x int, sum)");
+        }
+        SUBCASE("three calls: every rank outside the largest group is named")
+        {
+            CHECK(spawn_failure(
+                      [](int rank) {
+                          if (rank == 1)
+                              mp::barrier();
+                          else if (rank == 3)
+                              (void)mp::all_gather(rank);
+                          else {
+                              int v[1] = {rank};
+                              mp::all_reduce(std::span(v));
+                          }
+                      },
+                      5) ==
+                  "spawn failed on ranks [1, 3]: rank 1 raised mismatched collectives at step 1: ranks 0,2,4 called "
+                  "all_reduce(1 x int, sum), rank 1 called barrier, rank 3 called all_gather(int)");
+        }
+        SUBCASE("a rank that never comes leaves a deadlock naming the call that differs")
+        {
+            try {
+                mp::spawn(
+                    [](int rank) {
+                        int v[1] = {rank};
+                        if (rank == 1) mp::broadcast(std::span(v), 0);
+                        if (rank == 0) mp::all_reduce(std::span(v));
+                    },
+                    3);
+                FAIL("spawn did not throw");
+            } catch (const mp::DeadlockError& e) {
+                CHECK_MESSAGE(std::string(e.what()).find("rank 1: broadcast(1 x int, src 0), unlike the open "
+                                                         "all_reduce(1 x int, sum) #1 (2 of 3 arrived)") !=
+                                  std::string::npos,
+                              e.what());
+            }
         }
     }
 
@@ -404,7 +462,7 @@ TEST_SUITE("mp.collectives")
             mp::spawn(
                 [](int rank) {
                     int own[8] = {};
-                    mp::all_reduce(rank == 3 ? std::span(own) : std::span(shared.data() + rank, 4));
+                    mp::all_reduce(rank == 3 ? std::span(own).first(4) : std::span(shared.data() + rank, 4));
                 },
                 4);
             FAIL("spawn did not throw");

@@ -46,10 +46,13 @@
 // (8 MiB on 64-bit targets, 64 KiB on 32-bit ones) can jump over, and ends the
 // process with SIGSEGV after a line on stderr naming the rank: "pto::mp: rank 3
 // overflowed its 32768-byte stack (fault at 0x...)"; a larger frame that faults
-// below the guard is named as having jumped it. For that, SIGSEGV goes to a
-// handler of pto::mp, installed at the first run and left in place, on an
-// alternate signal stack the thread keeps from its first run to its end; it
-// passes any other fault on to the handler it replaced. A rank that destroys
+// below the guard is named as having jumped it. Any other crash in a rank
+// (abort(), std::terminate(), a bad pointer) is named by a line such as
+// "pto::mp: SIGABRT while rank 2 ran". For that, SIGSEGV, SIGBUS, SIGILL,
+// SIGFPE and SIGABRT go to a handler of pto::mp, installed at the first run and
+// left in place, on an alternate signal stack the thread keeps from its first
+// run to its end; after its line it passes each signal on to the handler it
+// replaced. A rank that destroys
 // the SpawnContext of its own spawn ends the process with SIGABRT and a line
 // saying so.
 // Each rank costs two kernel memory mappings, so vm.max_map_count (usually

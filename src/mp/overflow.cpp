@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <mutex>
@@ -26,7 +27,29 @@ __attribute__((tls_model("initial-exec"))) thread_local const std::span<const Gu
 // run only checks that it is still there, since whoever replaced it meanwhile
 // (a test framework, say) would otherwise get the overflows.
 std::mutex handler_mutex;
-struct sigaction previous_action {};
+
+// The signals a crash ends a process with: SIGSEGV for overflows, all of them
+// to name the rank that crashed (abort() and std::terminate() raise SIGABRT).
+constexpr std::array<int, 5> crash_signals{SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+std::array<struct sigaction, crash_signals.size()> previous_actions{};
+
+constexpr const char* signal_name(int signal) noexcept
+{
+    switch (signal) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGILL: return "SIGILL";
+    case SIGFPE: return "SIGFPE";
+    case SIGABRT: return "SIGABRT";
+    }
+    return "a signal";
+}
+
+std::size_t slot_of(int signal) noexcept
+{
+    return static_cast<std::size_t>(std::find(crash_signals.begin(), crash_signals.end(), signal) -
+                                    crash_signals.begin());
+}
 
 // Room for the report, and for the previous handler if we chain to it:
 // sanitizers' handlers print stack traces from there.
@@ -73,7 +96,7 @@ void die_by_default(int signal, const siginfo_t* info) noexcept
     struct sigaction fallback {};
     fallback.sa_handler = SIG_DFL;
     sigemptyset(&fallback.sa_mask);
-    // Cannot fail for SIGSEGV with a valid action.
+    // Cannot fail for a catchable signal with a valid action.
     sigaction(signal, &fallback, nullptr);
     // A fault kills when its instruction runs again on return; a signal that
     // was sent has to be sent again.
@@ -117,43 +140,74 @@ std::uintptr_t interrupted_sp(const void* ucontext) noexcept
 #endif
 }
 
-void on_segv(int signal, siginfo_t* info, void* ucontext) noexcept
+// Whether the fault is the running rank's overflow (or one into a guard
+// region of this thread's ranks), which is then reported and dies.
+bool reported_overflow(int signal, const siginfo_t* info, const void* ucontext) noexcept
 {
-    const int saved_errno = errno;
+    const auto* guards = thread_guards;
+    if (signal != SIGSEGV || guards == nullptr || info->si_code <= 0) return false;
     const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
-    if (const auto* guards = thread_guards; guards != nullptr && info->si_code > 0) {
-        // The running rank's stack pointer below its stack: it overflowed,
-        // whether the fault is in its guard region or, past a frame larger
-        // than that, somewhere below.
-        const int running = Scheduler::running_rank();
-        if (running >= 0 && static_cast<std::size_t>(running) < guards->size()) {
-            const GuardRegion& own = (*guards)[static_cast<std::size_t>(running)];
-            const std::uintptr_t sp = interrupted_sp(ucontext);
-            const bool in_guard = address >= own.low && address < own.high;
-            if (in_guard || (sp != 0 && sp < own.high && address < own.high)) {
-                // Jumped: the frame reaches below the guard region. Its first
-                // write may land in the stack mapped below (another rank's),
-                // and the fault come only when the writes climb back into the
-                // guard: the stack pointer tells.
-                const bool jumped = (!in_guard && address < own.low) || (sp != 0 && sp < own.low);
-                report_and_die(own, address, jumped, signal, info);
-                errno = saved_errno;
-                return;
-            }
-        }
-        for (const GuardRegion& guard : *guards) {
-            if (address < guard.low || address >= guard.high) continue;
-            report_and_die(guard, address, false, signal, info);
-            errno = saved_errno;
-            return;
+    // The running rank's stack pointer below its stack: it overflowed,
+    // whether the fault is in its guard region or, past a frame larger
+    // than that, somewhere below.
+    const int running = Scheduler::running_rank();
+    if (running >= 0 && static_cast<std::size_t>(running) < guards->size()) {
+        const GuardRegion& own = (*guards)[static_cast<std::size_t>(running)];
+        const std::uintptr_t sp = interrupted_sp(ucontext);
+        const bool in_guard = address >= own.low && address < own.high;
+        if (in_guard || (sp != 0 && sp < own.high && address < own.high)) {
+            // Jumped: the frame reaches below the guard region. Its first
+            // write may land in the stack mapped below (another rank's),
+            // and the fault come only when the writes climb back into the
+            // guard: the stack pointer tells.
+            const bool jumped = (!in_guard && address < own.low) || (sp != 0 && sp < own.low);
+            report_and_die(own, address, jumped, signal, info);
+            return true;
         }
     }
-    // Not ours: what would have happened without us.
-    const struct sigaction previous = previous_action;
+    for (const GuardRegion& guard : *guards) {
+        if (address < guard.low || address >= guard.high) continue;
+        report_and_die(guard, address, false, signal, info);
+        return true;
+    }
+    return false;
+}
+
+// Any other crash in a rank: the line says which rank ran, since what comes
+// next (a core, "Aborted", terminate's own line) cannot.
+void name_running_rank(int signal, const siginfo_t* info) noexcept
+{
+    const int running = Scheduler::running_rank();
+    if (running < 0) return;
+    Line line;
+    line.text("pto::mp: ");
+    line.text(signal_name(signal));
+    if (info->si_code > 0 && signal != SIGABRT) {
+        line.text(" (fault at 0x");
+        line.number(reinterpret_cast<std::uintptr_t>(info->si_addr), 16);
+        line.text(")");
+    }
+    line.text(" while rank ");
+    line.number(static_cast<std::uintmax_t>(running), 10);
+    line.text(" ran\n");
+    line.write_to(STDERR_FILENO);
+}
+
+void on_crash(int signal, siginfo_t* info, void* ucontext) noexcept
+{
+    const int saved_errno = errno;
+    if (reported_overflow(signal, info, ucontext)) {
+        errno = saved_errno;
+        return;
+    }
+    name_running_rank(signal, info);
+    // What would have happened without us.
+    const struct sigaction previous = previous_actions[slot_of(signal)];
     if ((previous.sa_flags & SA_SIGINFO) != 0) {
         previous.sa_sigaction(signal, info, ucontext);
     } else if (previous.sa_handler == SIG_DFL || previous.sa_handler == SIG_IGN) {
-        // An ignored SIGSEGV from a fault kills all the same.
+        // An ignored signal from a fault kills all the same; an ignored
+        // SIGABRT cannot stop abort() either.
         die_by_default(signal, info);
     } else {
         previous.sa_handler(signal);
@@ -207,22 +261,25 @@ private:
     stack_t previous_{};
 };
 
-void install_handler() noexcept
+void install_handlers() noexcept
 {
-    struct sigaction current {};
-    // Querying alone cannot fail.
-    sigaction(SIGSEGV, nullptr, &current);
-    if ((current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == &on_segv) return;
-    const std::lock_guard lock(handler_mutex);
-    struct sigaction action {};
-    action.sa_sigaction = &on_segv;
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&action.sa_mask);
-    struct sigaction replaced {};
-    // Where it cannot be installed, an overflow is a bare SIGSEGV.
-    if (sigaction(SIGSEGV, &action, &replaced) != 0) return;
-    // Another thread may have installed it between the query and the lock.
-    if ((replaced.sa_flags & SA_SIGINFO) == 0 || replaced.sa_sigaction != &on_segv) previous_action = replaced;
+    for (std::size_t i = 0; i < crash_signals.size(); ++i) {
+        struct sigaction current {};
+        // Querying alone cannot fail.
+        sigaction(crash_signals[i], nullptr, &current);
+        if ((current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == &on_crash) continue;
+        const std::lock_guard lock(handler_mutex);
+        struct sigaction action {};
+        action.sa_sigaction = &on_crash;
+        action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&action.sa_mask);
+        struct sigaction replaced {};
+        // Where it cannot be installed, the crash is bare, as without us.
+        if (sigaction(crash_signals[i], &action, &replaced) != 0) continue;
+        // Another thread may have installed it between the query and the lock.
+        if ((replaced.sa_flags & SA_SIGINFO) == 0 || replaced.sa_sigaction != &on_crash)
+            previous_actions[i] = replaced;
+    }
 }
 
 }  // namespace
@@ -230,7 +287,7 @@ void install_handler() noexcept
 OverflowReport::OverflowReport(std::span<const GuardRegion> guards) noexcept : guards_(guards)
 {
     previous_guards_ = std::exchange(thread_guards, &guards_);
-    install_handler();
+    install_handlers();
     static thread_local const ThreadAltStack alt_stack;
 }
 

@@ -5,7 +5,9 @@
 //     pto::mp: rank 3 overflowed its 32768-byte stack (fault at 0x7f...)
 // (with ": a frame larger than its N-byte guard region jumped it" when the
 // fault is below the guard) and the process then dies of the SIGSEGV as it
-// would have. Any other SIGSEGV goes to the handler installed before.
+// would have. Any other crash signal while a rank runs gets a line naming it,
+//     pto::mp: SIGABRT while rank 2 ran
+// and goes on to the handler installed before.
 #pragma once
 
 #include <signal.h>

@@ -1,6 +1,7 @@
 // Stack overflow in a rank: the guard region stops frames far larger than a
-// page, and the process dies of SIGSEGV with a line naming the rank. Each case
-// runs the overflow in a forked child and watches it die.
+// page, and the process dies of SIGSEGV with a line naming the rank; any other
+// crash in a rank is named too. Each case runs the crash in a forked child and
+// watches it die.
 #include "mp/stack.hpp"
 #include "support.hpp"
 
@@ -15,6 +16,7 @@
 #include <thread>
 #include <cstddef>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <string>
 
@@ -98,6 +100,65 @@ TEST_SUITE("mp.overflow")
         // Half the guard: on 64-bit targets 512 KiB, far above any frame a
         // port of torch code would have.
         check_rank_dies<&big_frame<mp::detail::guard_bytes / 2>>(2);
+    }
+
+    TEST_CASE("abort(), std::terminate() and a fault that is no overflow name the rank that ran")
+    {
+        const auto crash_in = [](int victim, void (*crash)()) {
+            return in_child([=] {
+                // The default actions, not the test framework's reports.
+                signal(SIGABRT, SIG_DFL);
+                signal(SIGSEGV, SIG_DFL);
+                mp::spawn(
+                    [=](int rank) {
+                        mp::barrier();
+                        if (rank == victim) crash();
+                        mp::barrier();
+                    },
+                    4);
+            });
+        };
+        SUBCASE("abort")
+        {
+            const Death death = crash_in(2, [] { std::abort(); });
+            INFO("child stderr: " << death.stderr_text);
+            REQUIRE(WIFSIGNALED(death.status));
+            CHECK(WTERMSIG(death.status) == SIGABRT);
+            CHECK(mp_test::contains(death.stderr_text, "pto::mp: SIGABRT while rank 2 ran\n"));
+        }
+        SUBCASE("terminate")
+        {
+            const Death death = crash_in(1, [] { std::terminate(); });
+            INFO("child stderr: " << death.stderr_text);
+            REQUIRE(WIFSIGNALED(death.status));
+            CHECK(WTERMSIG(death.status) == SIGABRT);
+            CHECK(mp_test::contains(death.stderr_text, "pto::mp: SIGABRT while rank 1 ran\n"));
+        }
+        SUBCASE("a write to an unmapped page")
+        {
+            const Death death = crash_in(3, [] {
+                // Not null: GCC may drop a store it can prove goes there.
+                int* volatile nowhere = reinterpret_cast<int*>(16);
+                *nowhere = 1;
+            });
+            INFO("child stderr: " << death.stderr_text);
+            REQUIRE(WIFSIGNALED(death.status));
+            CHECK(WTERMSIG(death.status) == SIGSEGV);
+            CHECK(mp_test::contains(death.stderr_text, "pto::mp: SIGSEGV (fault at 0x10) while rank 3 ran\n"));
+            CHECK_FALSE(mp_test::contains(death.stderr_text, "overflowed"));
+        }
+    }
+
+    TEST_CASE("a crash outside any rank names none")
+    {
+        const Death death = in_child([] {
+            signal(SIGABRT, SIG_DFL);
+            mp::spawn([](int) { mp::barrier(); }, 2);
+            std::abort();
+        });
+        REQUIRE(WIFSIGNALED(death.status));
+        CHECK(WTERMSIG(death.status) == SIGABRT);
+        CHECK_FALSE(mp_test::contains(death.stderr_text, "pto::mp:"));
     }
 
     TEST_CASE("a SIGSEGV that is no guard hit reaches the handler installed before")

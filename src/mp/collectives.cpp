@@ -103,20 +103,20 @@ bool Collectives::arrive(Rank& me, Part& part)
         return false;
     }
     // A call unlike the open one waits, unregistered, for every rank to
-    // come: only then is the odd one out known, and the last to come ends
-    // the spawn. The open call cannot be taken back meanwhile: a rank
-    // withdraws only before it waits, when no other rank has run since it
-    // came.
-    if (first_ != nullptr && !same_call(*first_, part)) {
-        if (arrived_ + dissenting_ + 1 == nprocs) return judge(me, part);
+    // come: only then is the odd one out known. Woken before the spawn
+    // ends, the open call was taken back (judge) and this one is looked at
+    // again.
+    while (first_ != nullptr && !same_call(*first_, part)) {
+        if (arrived_ + dissenting_ + 1 == nprocs) {
+            if (!judge(me, part)) return false;
+            continue;
+        }
         dissent_[static_cast<std::size_t>(me.id)] = &part;
         ++dissenting_;
         me.wait = CollectiveWait{&part};
-        // Back only to be unwound.
-        (void)scheduler_.block(me);
-        return false;
+        if (!scheduler_.block(me)) return false;
     }
-    if (dissenting_ > 0 && arrived_ + dissenting_ + 1 == nprocs) return judge(me, part);
+    if (dissenting_ > 0 && arrived_ + dissenting_ + 1 == nprocs && !judge(me, part)) return false;
     if (arrived_ + 1 == nprocs && !check_overlap(me, part)) return false;
     if (arrived_ == 0) {
         // Allocate before opening, so that a bad_alloc leaves nothing half done.
@@ -138,7 +138,10 @@ bool Collectives::arrive(Rank& me, Part& part)
 // taken as meant (on a tie, the first one's) and the others are the error:
 // thrown into the last rank when it alone differs, as if it had come with
 // the others waiting, and otherwise the spawn's failure on the ranks that
-// differ.
+// differ. Except where every rank that differs waits while it unwinds (a
+// barrier in a destructor while its peers reduce): their exceptions are the
+// root cause, so the error is only kept in each, as throw_or_keep does, and
+// they go on unwinding. true: the last rank goes on with its call.
 bool Collectives::judge(Rank& me, Part& part)
 {
     struct Group {
@@ -168,12 +171,49 @@ bool Collectives::judge(Rank& me, Part& part)
         odd.insert(odd.end(), group.ranks.begin(), group.ranks.end());
     }
     std::sort(odd.begin(), odd.end());
-    if (odd == std::vector<int>{me.id}) {
+    const bool me_odd = std::binary_search(odd.begin(), odd.end(), me.id);
+    const bool others_unwind = std::all_of(odd.begin(), odd.end(), [&](int r) {
+        return r == me.id || ranks_[static_cast<std::size_t>(r)].blocked_unwinding;
+    });
+    if (!others_unwind) {
+        if (odd == std::vector<int>{me.id}) {
+            scheduler_.throw_or_keep(me, std::logic_error(error));
+            return false;
+        }
+        scheduler_.fail_others(me, std::move(odd), std::make_exception_ptr(std::logic_error(error)));
+        return false;
+    }
+    const auto kept = std::make_exception_ptr(std::logic_error(error));
+    bool first_taken_back = false;
+    for (const int r : odd) {
+        if (r == me.id) continue;
+        const auto i = static_cast<std::size_t>(r);
+        if (parts_[i] != nullptr) {
+            // All of the open call's ranks, since they made one call.
+            parts_[i]->store.reset();
+            parts_[i] = nullptr;
+            --arrived_;
+            first_taken_back = true;
+        } else {
+            dissent_[i] = nullptr;
+            --dissenting_;
+        }
+        scheduler_.keep_and_wake(ranks_[i], kept);
+    }
+    if (first_taken_back) {
+        // The calls that waited unlike it are looked at again, this one's
+        // too, as if the open call had not been made.
+        for (Rank& rank : ranks_)
+            if (dissent_[static_cast<std::size_t>(rank.id)] != nullptr) scheduler_.wake(rank);
+        --steps_;
+        --kind_counts_[first_->kind];
+        close();
+    }
+    if (me_odd) {
         scheduler_.throw_or_keep(me, std::logic_error(error));
         return false;
     }
-    scheduler_.fail_others(me, std::move(odd), std::make_exception_ptr(std::logic_error(error)));
-    return false;
+    return true;
 }
 
 // The collective stays open for the other ranks, as if this one had not come:

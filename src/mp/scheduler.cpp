@@ -318,6 +318,13 @@ void Scheduler::fail_others(Rank& me, std::vector<int> ranks, std::exception_ptr
     if (may_throw(typeid(RankKilled), &kill)) throw kill;
 }
 
+void Scheduler::keep_and_wake(Rank& rank, std::exception_ptr error) noexcept
+{
+    keep(rank, {rank.id}, std::move(error));
+    // Cannot throw: woken_ has room for every rank, each woken once a round.
+    wake(rank);
+}
+
 bool Scheduler::runs_here() const noexcept
 {
     return running != nullptr && &running->world->scheduler() == this;

@@ -117,6 +117,10 @@ public:
     // calling rank `me` is then unwound: RankKilled is thrown where it can
     // be, and otherwise the caller returns.
     void fail_others(Rank& me, std::vector<int> ranks, std::exception_ptr error);
+    // For a blocked rank that unwinds, whose call another rank found wrong:
+    // `error` is kept in it as throw_or_keep would have, and it is woken to
+    // return from its suspension point and go on unwinding.
+    void keep_and_wake(Rank& rank, std::exception_ptr error) noexcept;
     // Whether the rank running on this thread is one of this spawn's.
     bool runs_here() const noexcept;
 

@@ -151,6 +151,50 @@ TEST_SUITE("mp.failure")
         CHECK(reduced[2] == 0);
     }
 
+    TEST_CASE("a barrier in a destructor while its rank unwinds keeps that rank the root cause, whoever comes last")
+    {
+        const auto run = [](bool unwinding_first, bool peers_yield) {
+            return spawn_failure(
+                [=](int rank) {
+                    const SyncOnExit sync;
+                    if (rank == 1) {
+                        if (!unwinding_first) mp::yield();
+                        throw std::runtime_error("rank 1 failed");
+                    }
+                    if (peers_yield) mp::yield();
+                    int v[1] = {rank};
+                    mp::all_reduce(std::span(v));
+                },
+                3);
+        };
+        // Rank 1's barrier waits beside rank 0's all_reduce, rank 2 comes last.
+        CHECK(run(true, false) == "spawn failed on ranks [1]: rank 1 raised rank 1 failed");
+        // Rank 1's barrier is the open call; ranks 0 and 2 come after it.
+        CHECK(run(true, true) == "spawn failed on ranks [1]: rank 1 raised rank 1 failed");
+        // Rank 1 comes last (the case above).
+        CHECK(run(false, false) == "spawn failed on ranks [1]: rank 1 raised rank 1 failed");
+    }
+
+    TEST_CASE("a call that waits unlike an open one taken back from ranks that unwind goes on with it")
+    {
+        // Ranks 1 and 2 unwind into a barrier, the open call; ranks 0, 3 and
+        // 4 reduce. Taken back, the barrier leaves the reduction to ranks 0, 3
+        // and 4, which cannot complete it without 1 and 2: the spawn ends
+        // with rank 1's exception, the first to leave a rank.
+        std::vector<int> reduced(5, 0);
+        CHECK(spawn_failure(
+                  [&](int rank) {
+                      const SyncOnExit sync;
+                      if (rank == 1 || rank == 2) throw std::runtime_error("rank " + std::to_string(rank) + " failed");
+                      mp::yield();
+                      int v[1] = {rank};
+                      mp::all_reduce(std::span(v));
+                      reduced[static_cast<std::size_t>(rank)] = 1;
+                  },
+                  5) == "spawn failed on ranks [1]: rank 1 raised rank 1 failed");
+        CHECK(reduced == std::vector<int>(5, 0));
+    }
+
     TEST_CASE("a shared buffer found by a rank that unwinds keeps that rank the root cause")
     {
         int shared[1] = {};

@@ -328,8 +328,10 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     report::Fanout fanout;
     fanout.add(&status);
     fanout.add(&output);
-    if (json_file)
+    if (json_file) {
+        json.write_kept(planned->kept_records);
         fanout.add(&json);
+    }
     std::optional<report::JunitReport> junit;
     if (!opt.junit_path.empty()) {
         junit.emplace(opt.junit_path, jobs, suite_name(opt.file), opt.junit_output_limit);

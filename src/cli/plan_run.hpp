@@ -18,6 +18,9 @@ struct Planned {
     std::vector<cmdfile::JobSpec> specs;
     std::vector<std::optional<double>> expected;  // per job of `specs`, from history
     std::string description;  // ", shard 2/4 (13 of 50 jobs)...", empty for the whole file as is
+    // JSON Lines the --json report starts with: the last records of the jobs
+    // --rerun-failed does not run again, when it names the same file.
+    std::string kept_records;
 };
 
 // `all` is taken by value: the chosen jobs are moved out of it, so that a

@@ -5,6 +5,8 @@
 #include <charconv>
 #include <numeric>
 #include <optional>
+#include <set>
+#include <string_view>
 
 #include <pto/scheduler.hpp>
 
@@ -147,17 +149,47 @@ Expected<History> read_history(std::span<const std::string> files, std::vector<s
     return history;
 }
 
-Expected<History> read_last_run(const std::string& file, std::vector<std::string>& notes)
+Expected<LastRun> read_last_run(const std::string& file, std::vector<std::string>& notes)
 {
     auto text = read_report(file);
     if (!text)
         return tl::unexpected(text.error());
     if (!*text)
         return fail("--rerun-failed: no report '" + file + "'; it names the --json report of the run to repeat");
-    History history;
-    if (auto ok = add_report_file(history, **text, file, notes); !ok)
+    LastRun last;
+    if (auto ok = add_report_file(last.history, **text, file, notes); !ok)
         return tl::unexpected(ok.error());
-    return history;
+    last.text = std::move(**text);
+    return last;
+}
+
+std::string last_records(std::string_view text, std::span<const std::string> labels)
+{
+    const std::set<std::string_view> wanted(labels.begin(), labels.end());
+    // Label -> the start of its last record's line in `text`.
+    std::map<std::string, std::size_t, std::less<>> last;
+    for (std::size_t at = 0; at < text.size();) {
+        const auto nl = text.find('\n', at);
+        // A cut-off last line is no record (add_report says so).
+        if (nl == std::string_view::npos)
+            break;
+        const std::string_view line = text.substr(at, nl - at);
+        History one;
+        std::size_t used = 0;
+        if (const auto v = parse_json(line); v && !add_record(one, *v, used) && used == 1 &&
+                                             wanted.count(one.begin()->first) != 0)
+            last[one.begin()->first] = at;
+        at = nl + 1;
+    }
+    std::vector<std::size_t> starts;
+    starts.reserve(last.size());
+    for (const auto& [label, start] : last)
+        starts.push_back(start);
+    std::sort(starts.begin(), starts.end());
+    std::string out;
+    for (const std::size_t start : starts)
+        out += text.substr(start, text.find('\n', start) + 1 - start);
+    return out;
 }
 
 Expected<Shard> parse_shard(std::string_view text)

@@ -49,7 +49,17 @@ Expected<History> read_history(std::span<const std::string> files, std::vector<s
 
 // The report of the run --rerun-failed repeats: unlike a history file it
 // must exist, since without it every job would run again unnoticed.
-Expected<History> read_last_run(const std::string& file, std::vector<std::string>& notes);
+struct LastRun {
+    History history;
+    std::string text;  // as read, for last_records
+};
+Expected<LastRun> read_last_run(const std::string& file, std::vector<std::string>& notes);
+
+// The last record of each job of the report `text` whose label is one of
+// `labels`, each line with its newline, in the report's order: what a
+// report that --rerun-failed rewrites in place keeps of the jobs it does
+// not run again.
+std::string last_records(std::string_view text, std::span<const std::string> labels);
 
 enum class Order { file, longest };
 

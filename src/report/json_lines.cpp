@@ -130,6 +130,12 @@ void JsonLines::write(const Job& job, const JobResult& r)
     ok_ = write_all(fd_, job_json(job, r, with_node_) + "\n");
 }
 
+void JsonLines::write_kept(std::string_view lines)
+{
+    if (ok_ && !lines.empty())
+        ok_ = write_all(fd_, lines);
+}
+
 void JsonLines::write_devices(const std::vector<DeviceStats>& devices)
 {
     std::string lines;

@@ -20,6 +20,10 @@ public:
     void on_finish(const Job& job, const JobResult& r, const JobOutput&) override { write(job, r); }
     void on_cancel(const Job& job, const JobResult& r) override { write(job, r); }
 
+    // Records kept from an earlier report (JSON Lines, each with its
+    // newline), before any job of this run ends.
+    void write_kept(std::string_view lines);
+
     // After the last job: a record per device ("record":"device"), which
     // job-only readers tell apart from a job's by that key.
     void write_devices(const std::vector<DeviceStats>& devices);

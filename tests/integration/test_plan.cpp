@@ -113,6 +113,42 @@ TEST_CASE("--rerun-failed runs exactly what did not pass, and what the report do
     CHECK(r2.err.find("re-running 3 of 5 jobs that did not pass in " + json) != std::string::npos);
 }
 
+TEST_CASE("--rerun-failed R --json R keeps the last record of every job, so the loop converges")
+{
+    TempDir dir;
+    const auto json = dir.file("r.json");
+    const auto cmds = dir.write("a.cmds", "@0,label=ok true\n@0,label=bad false\n@0,label=ok2 true\n");
+    CHECK(run({pto_par(), "-d", "none", "--json", json, cmds}).exit_code == 1);
+    const auto labels_and_statuses = [&] {
+        std::vector<std::string> out;
+        for (const auto& line : lines_with(dir.read("r.json"), "\"label\""))
+            out.push_back(line.substr(10, line.find('"', 10) - 10) + " " +
+                          line.substr(line.find("\"status\":\"") + 10,
+                                      line.find('"', line.find("\"status\":\"") + 10) -
+                                          line.find("\"status\":\"") - 10));
+        return out;
+    };
+    // The same file under another name is the same report.
+    const auto again = run({pto_par(), "-d", "none", "--rerun-failed", json, "--json", dir.file("./r.json"), cmds});
+    CHECK(again.exit_code == 1);
+    CHECK(started_labels(again.err) == std::vector<std::string>{"bad"});
+    CHECK(again.err.find("the report keeps the last records of the 2 that passed") != std::string::npos);
+    CHECK(labels_and_statuses() == std::vector<std::string>{"ok passed", "ok2 passed", "bad failed"});
+    dir.write("a.cmds", "@0,label=ok true\n@0,label=bad true\n@0,label=ok2 true\n");
+    CHECK(run({pto_par(), "-d", "none", "--rerun-failed", json, "--json", json, cmds}).exit_code == 0);
+    CHECK(labels_and_statuses() == std::vector<std::string>{"ok passed", "ok2 passed", "bad passed"});
+    const auto settled = run({pto_par(), "-d", "none", "--rerun-failed", json, "--json", json, cmds});
+    CHECK(settled.exit_code == 0);
+    CHECK(started_labels(settled.err).empty());
+    CHECK(labels_and_statuses().size() == 3);
+    // Another file gets only this run's jobs, as before.
+    const auto other = dir.file("other.json");
+    dir.write("a.cmds", "@0,label=ok true\n@0,label=bad false\n@0,label=ok2 true\n");
+    CHECK(run({pto_par(), "-d", "none", "--json", json, cmds}).exit_code == 1);
+    CHECK(run({pto_par(), "-d", "none", "--rerun-failed", json, "--json", other, cmds}).exit_code == 1);
+    CHECK(lines_with(dir.read("other.json"), "\"label\"").size() == 1);
+}
+
 TEST_CASE("--rerun-failed and --history know a label that is not UTF-8 exactly as the file spells it")
 {
     TempDir dir;

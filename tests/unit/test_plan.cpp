@@ -219,4 +219,19 @@ TEST_CASE("--rerun-failed keeps what did not pass and what the report does not k
     CHECK(failed_jobs(specs, all, last) == std::vector<std::size_t>{1, 3, 4});
 }
 
+TEST_CASE("a report rewritten in place keeps each named job's last record, in the report's order")
+{
+    const std::string report = "{\"label\":\"b\",\"status\":\"failed\"}\n"
+                               "{\"label\":\"a\",\"status\":\"passed\",\"duration_s\":1}\n"
+                               "{\"record\":\"device\",\"device\":0}\n"
+                               "not json\n"
+                               "{\"label\":\"c\",\"status\":\"passed\"}\n"
+                               "{\"label\":\"b\",\"status\":\"passed\"}\n"
+                               "{\"label\":\"d\",\"status\":\"pass";
+    const std::vector<std::string> labels{"b", "a", "d", "x"};
+    CHECK(last_records(report, labels) == "{\"label\":\"a\",\"status\":\"passed\",\"duration_s\":1}\n"
+                                          "{\"label\":\"b\",\"status\":\"passed\"}\n");
+    CHECK(last_records(report, {}).empty());
+}
+
 }

@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -20,7 +22,7 @@ namespace {
 // threads (a program embedding the library): system calls only, on memory
 // prepared before the fork.
 struct Plan {
-    int pipe;
+    int socket;  // the guardian's end
     pid_t* groups;       // table of running jobs' process groups; 0 = a free slot
     std::size_t slots;
     const char* cgroup;  // the run's cgroup directory, "" under process groups
@@ -77,7 +79,7 @@ void remove_cgroups(const char* dir)
 {
     pid_t values[256];
     for (;;) {
-        const ssize_t n = read(p.pipe, values, sizeof values);
+        const ssize_t n = read(p.socket, values, sizeof values);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -128,25 +130,39 @@ void remove_cgroups(const char* dir)
 
 Expected<Guardian> Guardian::start(const std::string& run_cgroup, std::size_t most_jobs)
 {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return tl::unexpected(sys_error("pipe2 (for the guardian)", errno));
-    UniqueFd read_end(fds[0]);
     Guardian g;
-    g.pipe_ = UniqueFd(fds[1]);
-    // Room for a burst of starts while the guardian is not scheduled; a
-    // smaller pipe is no error (the default is 64 KiB).
-    (void)fcntl(g.pipe_.get(), F_SETPIPE_SZ, 1 << 20);
-    if (fcntl(g.pipe_.get(), F_SETFL, O_NONBLOCK) != 0)
+    g.cgroup_ = run_cgroup;
+    g.slots_ = most_jobs == 0 ? 1 : most_jobs;
+    g.running_.reserve(g.slots_);
+    if (auto ok = g.launch(); !ok)
+        return tl::unexpected(ok.error());
+    return g;
+}
+
+// A socket rather than a pipe: a message to a guardian that died is EPIPE
+// with MSG_NOSIGNAL, where a pipe would raise SIGPIPE in a program that
+// embeds the runner and keeps its default.
+Expected<void> Guardian::launch()
+{
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+        return tl::unexpected(sys_error("socketpair (for the guardian)", errno));
+    UniqueFd read_end(fds[0]);
+    UniqueFd write_end(fds[1]);
+    // Room for a burst of starts while the guardian is not scheduled; the
+    // kernel caps it (net.core.wmem_max), which is no error.
+    const int room = 1 << 20;
+    (void)setsockopt(write_end.get(), SOL_SOCKET, SO_SNDBUF, &room, sizeof room);
+    if (fcntl(write_end.get(), F_SETFL, O_NONBLOCK) != 0)
         return tl::unexpected(sys_error("fcntl O_NONBLOCK (for the guardian)", errno));
-    std::vector<pid_t> table(most_jobs == 0 ? 1 : most_jobs, 0);
-    const Plan plan{read_end.get(), table.data(), table.size(), run_cgroup.c_str()};
+    std::vector<pid_t> table(slots_, 0);
+    const Plan plan{read_end.get(), table.data(), table.size(), cgroup_.c_str()};
     const pid_t pid = fork();
     if (pid < 0)
         return tl::unexpected(sys_error("fork (the guardian)", errno));
     if (pid == 0) {
         // Its own session: Ctrl-C at the terminal and a signal to pto-par's
-        // group do not reach it; it ends with its pipe. Every signal is
+        // group do not reach it; it ends with its socket. Every signal is
         // blocked (the run's stop signals are caught, not blocked, there);
         // SIGKILL still ends it.
         (void)setsid();  // fails only for a group leader, which a fresh child is not
@@ -158,8 +174,9 @@ Expected<Guardian> Guardian::start(const std::string& run_cgroup, std::size_t mo
             if (null_fd >= 0)
                 (void)dup2(null_fd, std_fd);  // keep no reader of pto-par's output waiting for EOF
         // Nothing else of the run's: in particular no pipe of a job, whose
-        // reader would otherwise never see its end. The run's cgroup lock
-        // goes too; until the guardian is done, its cgroups are not empty.
+        // reader would otherwise never see its end, nor the run's end of
+        // the socket. The run's cgroup lock goes too; until the guardian is
+        // done, its cgroups are not empty.
         const auto close_from = [](unsigned first, unsigned last) {
             if (first > last)
                 return;
@@ -170,32 +187,73 @@ Expected<Guardian> Guardian::start(const std::string& run_cgroup, std::size_t mo
             for (long fd = first; fd <= last && fd < (most > 0 ? most : 65536); ++fd)
                 (void)close(static_cast<int>(fd));  // EBADF for most: not open
         };
-        close_from(3, static_cast<unsigned>(plan.pipe) - 1);
-        close_from(static_cast<unsigned>(plan.pipe) + 1, ~0U);
+        close_from(3, static_cast<unsigned>(plan.socket) - 1);
+        close_from(static_cast<unsigned>(plan.socket) + 1, ~0U);
         guard(plan);
     }
-    g.pid_ = pid;
-    return g;
+    pid_ = pid;
+    socket_ = std::move(write_end);
+    return {};
 }
 
-Guardian::Guardian(Guardian&& o) noexcept : pid_(std::exchange(o.pid_, -1)), pipe_(std::move(o.pipe_)) {}
+Guardian::Guardian(Guardian&& o) noexcept
+    : pid_(std::exchange(o.pid_, -1)), socket_(std::move(o.socket_)), cgroup_(std::move(o.cgroup_)),
+      slots_(o.slots_), running_(std::move(o.running_)), say_(std::move(o.say_))
+{
+}
 
 Guardian::~Guardian()
 {
     if (pid_ < 0)
         return;
-    pipe_.reset();
+    socket_.reset();
     // It exits as soon as it has read the end; a run's own reaper may have
     // reaped it already (ECHILD).
     while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
     }
 }
 
+void Guardian::job_started(pid_t pgid)
+{
+    running_.push_back(pgid);
+    tell(pgid);
+}
+
+void Guardian::job_ended(pid_t pgid)
+{
+    if (const auto it = std::find(running_.begin(), running_.end(), pgid); it != running_.end()) {
+        *it = running_.back();
+        running_.pop_back();
+    }
+    tell(-pgid);
+}
+
 void Guardian::tell(pid_t value)
 {
-    // A full pipe (the guardian stopped, 1 MiB of starts unread) loses
-    // this one message; cgroup.kill still covers that job.
-    (void)!write(pipe_.get(), &value, sizeof value);
+    // A full socket (the guardian stopped, its buffer of starts unread)
+    // loses this one message; cgroup.kill still covers that job. EPIPE: it
+    // died, which the poll reports (on_ready).
+    (void)send(socket_.get(), &value, sizeof value, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+void Guardian::on_ready(short)
+{
+    const pid_t lost = pid_;
+    // The run's reaper takes the dead one (a child of this process).
+    socket_.reset();
+    pid_ = -1;
+    std::string said = "the guardian, pid " + std::to_string(lost) + ", died (killed?)";
+    if (auto ok = launch(); !ok) {
+        said += "; no other could be started (" + ok.error().message +
+                "): should pto-par be killed now, its jobs go on running";
+    } else {
+        for (const pid_t pgid : running_)
+            tell(pgid);
+        said += "; pid " + std::to_string(pid_) + " took its place for the " + std::to_string(running_.size()) +
+                " running job" + (running_.size() == 1 ? "" : "s");
+    }
+    if (say_)
+        say_(said);
 }
 
 }  // namespace pto::runner

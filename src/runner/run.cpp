@@ -39,7 +39,7 @@ Run::Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, 
       stop_times_{to_duration(opt.kill_grace_s), to_duration(opt.dump_grace_s), wait_after_kill},
       // A check out of time is stopped at once: it has no stacks to print.
       check_times_{to_duration(opt.kill_grace_s), Clock::duration::zero(), wait_after_kill},
-      set_(signals, with(opt.poll_clients, locks)), helpers_(helpers), placement_(placement),
+      set_(signals, with(with(opt.poll_clients, locks), ctx.guardian)), helpers_(helpers), placement_(placement),
       queue_(jobs.size()), results_(jobs.size()), grants_(jobs.size()),
       sick_retried_(jobs.size(), false), began_(Clock::now())
 {
@@ -48,6 +48,8 @@ Run::Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, 
     // waiting jobs again (start_ready), with what was set aside.
     if (locks != nullptr)
         locks->on_freed([this] { placement_.bring_back(); });
+    if (ctx.guardian != nullptr)
+        ctx.guardian->on_lost([this](const std::string& text) { notice(text); });
     if (opt.slurm)
         step_control_ = {opt.slurm->scancel, &helpers, [this](const std::string& text) { notice(text); }};
     if (opt.timeout_s)

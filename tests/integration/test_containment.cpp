@@ -74,7 +74,7 @@ TEST_CASE("cgroup: an ended job's empty cgroup serves the next job; one whose le
     CHECK(r.err.find("PASS d exit=0") != std::string::npos);
 }
 
-// pto-par's child in a session of its own: its guardian.
+// pto-par's live child in a session of its own: its guardian.
 pid_t session_leader_child(pid_t parent)
 {
     std::ifstream children("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children");
@@ -88,7 +88,7 @@ pid_t session_leader_child(pid_t parent)
         char state = 0;
         pid_t ppid = 0, pgrp = 0, session = 0;
         rest >> state >> ppid >> pgrp >> session;
-        if (session == child)
+        if (session == child && state != 'Z')  // not one that died, unreaped yet
             return child;
     }
     return 0;
@@ -112,9 +112,11 @@ TEST_CASE("cgroup: what a SIGKILLed run and its guardian left in its cgroups is 
         orphan = wait_for_pid(dir, "orphan.pid", 10s);
         REQUIRE(orphan > 0);
         // Its guardian would stop the leftover: this is the case where
-        // both were killed (the OOM killer, a kill of everything).
+        // both were killed (the OOM killer, a kill of everything). Stopped
+        // first, pto-par cannot start another guardian in between.
         const pid_t guardian = session_leader_child(p.pid());
         REQUIRE(guardian > 0);
+        p.send(SIGSTOP);
         kill(guardian, SIGKILL);
         p.send(SIGKILL);
         (void)p.wait(10s);
@@ -130,6 +132,33 @@ TEST_CASE("cgroup: what a SIGKILLed run and its guardian left in its cgroups is 
     CHECK(gone_within(orphan, 3s));
     if (process_alive(orphan))
         kill(orphan, SIGKILL);
+}
+
+TEST_CASE("a guardian killed under a run is replaced, and the new one stops the jobs when pto-par is SIGKILLed")
+{
+    for (const std::string contain : {"pgroup", "cgroup"}) {
+        if (contain == "cgroup" && !cgroups_usable())
+            continue;
+        CAPTURE(contain);
+        TempDir dir;
+        const auto pidfile = dir.file("job.pid");
+        Process p({pto_par(), "-d", "none", "--contain", contain,
+                   dir.write("g.cmds", "@0,label=long sleep 300 & echo $! > " + pidfile + "; wait\n")});
+        const pid_t job = wait_for_pid(dir, "job.pid", 10s);
+        REQUIRE(job > 0);
+        const pid_t first = session_leader_child(p.pid());
+        REQUIRE(first > 0);
+        kill(first, SIGKILL);
+        CHECK(p.wait_for_stderr("took its place for the 1 running job", 10s));
+        const pid_t second = session_leader_child(p.pid());
+        CHECK(second > 0);
+        CHECK(second != first);
+        p.send(SIGKILL);
+        (void)p.wait(10s);
+        CHECK(gone_within(job, 5s));
+        if (process_alive(job))
+            kill(job, SIGKILL);
+    }
 }
 
 namespace {

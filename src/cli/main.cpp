@@ -365,7 +365,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (!planned->description.empty() && opt.verbosity == 0)
         status.note(std::to_string(specs.size()) + " jobs" + planned->description);
     if (opt.verbosity > 0) {
-        status.note(plan_header);
+        // The pid to signal: the guardian beside it has a name of its own.
+        status.note("pid " + std::to_string(getpid()) + ", " + plan_header);
         status.note("jobs contained by " + *containment);
         status.note(lease_text);
         if (!world.device_env.empty()) {

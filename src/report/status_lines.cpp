@@ -1,5 +1,7 @@
 #include "report/status_lines.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -223,7 +225,8 @@ void StatusLines::on_timeout(const Job&, const JobResult& r, const JobOutput& ou
 
 void StatusLines::on_status(const StatusReport& report)
 {
-    std::string text = "[pto-par] status after " + fixed(report.elapsed_s, 1) + "s: " +
+    std::string text = "[pto-par] status of pid " + std::to_string(getpid()) + " after " + fixed(report.elapsed_s, 1) +
+                       "s: " +
                        std::to_string(report.running.size()) + " running, " + std::to_string(report.queued) +
                        " queued, " + std::to_string(report.finished) + " finished";
     if (!report.checks.empty())

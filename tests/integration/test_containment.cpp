@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <signal.h>
@@ -132,6 +133,30 @@ TEST_CASE("cgroup: what a SIGKILLed run and its guardian left in its cgroups is 
     CHECK(gone_within(orphan, 3s));
     if (process_alive(orphan))
         kill(orphan, SIGKILL);
+}
+
+TEST_CASE("the guardian has a name of its own: the newest process named pto-par is the run, which -v and SIGUSR1 name")
+{
+    TempDir dir;
+    Process p({pto_par(), "-v", "-d", "none", dir.write("n.cmds", "@0,label=long sleep 300\n")});
+    CHECK(p.wait_for_stderr("START long", 10s));
+    CHECK(p.wait_for_stderr("[pto-par] pid " + std::to_string(p.pid()) + ", pool none", 1s));
+    const pid_t guardian = session_leader_child(p.pid());
+    REQUIRE(guardian > 0);
+    const auto read = [](const std::string& path) {
+        std::ifstream in(path);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        return text;
+    };
+    CHECK(read("/proc/" + std::to_string(guardian) + "/comm") == "pto-par-guard\n");
+    const std::string cmdline = read("/proc/" + std::to_string(guardian) + "/cmdline");
+    CHECK(cmdline.substr(0, cmdline.find('\0')) == "pto-par-guard of pid " + std::to_string(p.pid()));
+    CHECK(cmdline.find("n.cmds") == std::string::npos);
+    p.send(SIGUSR1);
+    CHECK(p.wait_for_stderr("[pto-par] status of pid " + std::to_string(p.pid()) + " after ", 10s));
+    p.send(SIGINT);
+    const auto r = p.wait(20s);
+    CHECK(r.exit_code == 130);
 }
 
 TEST_CASE("a guardian killed under a run is replaced, and the new one stops the jobs when pto-par is SIGKILLed")

@@ -152,13 +152,13 @@ TEST_CASE("2>&1: a status report asked for while the live block is mid-line star
     Process p({"/bin/sh", "-c", "exec \"$0\" -d none -j 1 \"$1\" 2>&1", pto_par(), file});
     REQUIRE(p.wait_for_stdout("test_x ... ", 20s));
     p.send(SIGUSR1);
-    CHECK(p.wait_for_stdout("[pto-par] status after", 20s));
+    CHECK(p.wait_for_stdout("[pto-par] status of pid", 20s));
     std::ofstream(flag) << "";
     const auto r = p.wait(30s);
     CHECK(r.exit_code == 0);
     CAPTURE(r.out);
     CHECK(status_only_at_line_starts(r.out));
-    CHECK(r.out.find("test_x ... \n[pto-par] status after") != std::string::npos);
+    CHECK(r.out.find("test_x ... \n[pto-par] status of pid") != std::string::npos);
 }
 
 namespace {

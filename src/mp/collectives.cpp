@@ -134,8 +134,9 @@ bool Collectives::arrive(Rank& me, Part& part)
     return true;
 }
 
-// Every rank has come, not all with one call. The call most ranks made is
-// taken as meant (on a tie, the first one's) and the others are the error:
+// Every rank has come, not all with one call. The call most ranks made
+// that do not unwind is taken as meant (on a tie, the call most ranks made,
+// then the first one's) and the others are the error:
 // thrown into the last rank when it alone differs, as if it had come with
 // the others waiting, and otherwise the spawn's failure on the ranks that
 // differ. Except where every rank that differs waits while it unwinds (a
@@ -158,7 +159,16 @@ bool Collectives::judge(Rank& me, Part& part)
         if (group == groups.end()) group = groups.insert(groups.end(), Group{call, {}});
         group->ranks.push_back(r);
     }
+    // A rank that unwinds says nothing of the call meant: its exception is
+    // what went wrong (a barrier in a destructor while its peers reduce).
+    const auto counted = [&](const Group& g) {
+        return std::count_if(g.ranks.begin(), g.ranks.end(), [&](int r) {
+            return r == me.id ? std::uncaught_exceptions() == 0
+                              : !ranks_[static_cast<std::size_t>(r)].blocked_unwinding;
+        });
+    };
     const auto meant = std::max_element(groups.begin(), groups.end(), [&](const Group& a, const Group& b) {
+        if (counted(a) != counted(b)) return counted(a) < counted(b);
         if (a.ranks.size() != b.ranks.size()) return a.ranks.size() < b.ranks.size();
         return same_call(*b.call, *first_);
     });

@@ -175,6 +175,31 @@ TEST_SUITE("mp.failure")
         CHECK(run(false, false) == "spawn failed on ranks [1]: rank 1 raised rank 1 failed");
     }
 
+    TEST_CASE("ranks that unwind into a barrier are no majority: however many, the first one's exception is the root cause")
+    {
+        for (const int throwing : {2, 3, 4}) {
+            CAPTURE(throwing);
+            CHECK(spawn_failure(
+                      [=](int rank) {
+                          const SyncOnExit sync;
+                          if (rank < throwing) throw std::runtime_error("rank " + std::to_string(rank) + " failed");
+                          int v[1] = {rank};
+                          mp::all_reduce(std::span(v));
+                      },
+                      5) == "spawn failed on ranks [0]: rank 0 raised rank 0 failed");
+        }
+        // Ranks 0 and 2 of 4 throw: a tie between the calls, not between
+        // the ranks that mean them.
+        CHECK(spawn_failure(
+                  [](int rank) {
+                      const SyncOnExit sync;
+                      if (rank % 2 == 0) throw std::runtime_error("rank " + std::to_string(rank) + " failed");
+                      int v[1] = {rank};
+                      mp::all_reduce(std::span(v));
+                  },
+                  4) == "spawn failed on ranks [0]: rank 0 raised rank 0 failed");
+    }
+
     TEST_CASE("a call that waits unlike an open one taken back from ranks that unwind goes on with it")
     {
         // Ranks 1 and 2 unwind into a barrier, the open call; ranks 0, 3 and

@@ -2,6 +2,7 @@
 
 #include "mp/scheduler.hpp"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -193,25 +194,65 @@ void name_running_rank(int signal, const siginfo_t* info) noexcept
     line.write_to(STDERR_FILENO);
 }
 
+// How deep in handlers of ours this thread is. A handler installed over
+// ours that calls the one it replaced (ours), with ours installed over it
+// again by the next run, would call round for ever.
+__attribute__((tls_model("initial-exec"))) thread_local int crash_depth = 0;
+
+// What would have happened without us: the handler we replaced, run as the
+// kernel would have run it (its mask, SA_NODEFER, SA_RESETHAND), or the
+// signal's default action, or nothing for a sent signal that was ignored.
+void pass_on(int signal, siginfo_t* info, void* ucontext) noexcept
+{
+    struct sigaction& saved = previous_actions[slot_of(signal)];
+    const struct sigaction previous = saved;
+    const bool siginfo = (previous.sa_flags & SA_SIGINFO) != 0;
+    if (!siginfo && previous.sa_handler == SIG_IGN && info->si_code <= 0)
+        return;
+    // An ignored signal from a fault kills all the same, as the kernel
+    // makes it.
+    if (!siginfo && (previous.sa_handler == SIG_DFL || previous.sa_handler == SIG_IGN)) {
+        die_by_default(signal, info);
+        return;
+    }
+    if ((previous.sa_flags & SA_RESETHAND) != 0) {
+        saved = {};
+        saved.sa_handler = SIG_DFL;
+    }
+    sigset_t block = previous.sa_mask;
+    if ((previous.sa_flags & SA_NODEFER) == 0)
+        (void)sigaddset(&block, signal);  // cannot fail: a valid signal
+    sigset_t before;
+    // Cannot fail with valid sets.
+    (void)pthread_sigmask(SIG_BLOCK, &block, &before);
+    if ((previous.sa_flags & SA_NODEFER) != 0) {
+        sigset_t own;
+        sigemptyset(&own);
+        (void)sigaddset(&own, signal);
+        (void)pthread_sigmask(SIG_UNBLOCK, &own, nullptr);
+    }
+    if (siginfo)
+        previous.sa_sigaction(signal, info, ucontext);
+    else
+        previous.sa_handler(signal);
+    (void)pthread_sigmask(SIG_SETMASK, &before, nullptr);
+}
+
 void on_crash(int signal, siginfo_t* info, void* ucontext) noexcept
 {
     const int saved_errno = errno;
-    if (reported_overflow(signal, info, ucontext)) {
+    if (crash_depth > 0) {
+        // Called back by the handler we passed it on to: the default.
+        die_by_default(signal, info);
         errno = saved_errno;
         return;
     }
-    name_running_rank(signal, info);
-    // What would have happened without us.
-    const struct sigaction previous = previous_actions[slot_of(signal)];
-    if ((previous.sa_flags & SA_SIGINFO) != 0) {
-        previous.sa_sigaction(signal, info, ucontext);
-    } else if (previous.sa_handler == SIG_DFL || previous.sa_handler == SIG_IGN) {
-        // An ignored signal from a fault kills all the same; an ignored
-        // SIGABRT cannot stop abort() either.
-        die_by_default(signal, info);
-    } else {
-        previous.sa_handler(signal);
+    ++crash_depth;
+    if (!reported_overflow(signal, info, ucontext)) {
+        name_running_rank(signal, info);
+        pass_on(signal, info, ucontext);
     }
+    --crash_depth;
     errno = saved_errno;
 }
 

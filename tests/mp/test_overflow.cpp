@@ -149,6 +149,98 @@ TEST_SUITE("mp.overflow")
         }
     }
 
+    TEST_CASE("the handler replaced runs as the kernel would have run it")
+    {
+        SUBCASE("a sent signal that was ignored stays ignored, in a rank and outside")
+        {
+            const Death death = in_child([] {
+                signal(SIGFPE, SIG_IGN);
+                mp::spawn(
+                    [](int rank) {
+                        if (rank == 1) raise(SIGFPE);
+                    },
+                    2);
+                raise(SIGFPE);
+                std::_Exit(7);
+            });
+            INFO("child stderr: " << death.stderr_text);
+            REQUIRE(WIFEXITED(death.status));
+            CHECK(WEXITSTATUS(death.status) == 7);
+        }
+        SUBCASE("SA_RESETHAND: the handler runs once, then the default")
+        {
+            const Death death = in_child([] {
+                struct sigaction once {};
+                once.sa_handler = [](int) { (void)!write(STDERR_FILENO, "handled\n", 8); };
+                once.sa_flags = SA_RESETHAND;
+                sigemptyset(&once.sa_mask);
+                sigaction(SIGABRT, &once, nullptr);
+                mp::spawn(
+                    [](int rank) {
+                        if (rank != 1) return;
+                        raise(SIGABRT);
+                        raise(SIGABRT);
+                    },
+                    2);
+                std::_Exit(7);
+            });
+            INFO("child stderr: " << death.stderr_text);
+            REQUIRE(WIFSIGNALED(death.status));
+            CHECK(WTERMSIG(death.status) == SIGABRT);
+            CHECK(death.stderr_text.find("handled\n") == death.stderr_text.rfind("handled\n"));
+        }
+        SUBCASE("its mask is what it asked for")
+        {
+            static volatile sig_atomic_t usr1_blocked = -1;
+            const Death death = in_child([] {
+                struct sigaction masked {};
+                masked.sa_handler = [](int) {
+                    sigset_t now;
+                    pthread_sigmask(SIG_BLOCK, nullptr, &now);
+                    usr1_blocked = sigismember(&now, SIGUSR1);
+                };
+                sigemptyset(&masked.sa_mask);
+                sigaddset(&masked.sa_mask, SIGUSR1);
+                sigaction(SIGFPE, &masked, nullptr);
+                mp::spawn(
+                    [](int rank) {
+                        if (rank == 1) raise(SIGFPE);
+                    },
+                    2);
+                std::_Exit(usr1_blocked == 1 ? 0 : 8);
+            });
+            INFO("child stderr: " << death.stderr_text);
+            REQUIRE(WIFEXITED(death.status));
+            CHECK(WEXITSTATUS(death.status) == 0);
+        }
+        SUBCASE("a handler that calls ours, installed over it between two runs, does not call round for ever")
+        {
+            static struct sigaction replaced {};
+            const Death death = in_child([] {
+                signal(SIGABRT, SIG_DFL);
+                mp::spawn([](int) {}, 1);
+                struct sigaction chain {};
+                chain.sa_sigaction = [](int sig, siginfo_t* info, void* context) {
+                    (void)!write(STDERR_FILENO, "chained\n", 8);
+                    replaced.sa_sigaction(sig, info, context);
+                };
+                chain.sa_flags = SA_SIGINFO;
+                sigemptyset(&chain.sa_mask);
+                sigaction(SIGABRT, &chain, &replaced);
+                mp::spawn(
+                    [](int rank) {
+                        if (rank == 1) std::abort();
+                    },
+                    2);
+            });
+            INFO("child stderr: " << death.stderr_text);
+            REQUIRE(WIFSIGNALED(death.status));
+            CHECK(WTERMSIG(death.status) == SIGABRT);
+            CHECK(death.stderr_text.find("chained\n") == death.stderr_text.rfind("chained\n"));
+            CHECK(mp_test::contains(death.stderr_text, "pto::mp: SIGABRT while rank 1 ran\n"));
+        }
+    }
+
     TEST_CASE("a crash outside any rank names none")
     {
         const Death death = in_child([] {

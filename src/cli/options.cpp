@@ -42,7 +42,7 @@ Expected<Options> parse_options(int argc, char** argv)
     optind = 0;  // a full re-scan: parse_options may run more than once (tests)
     opterr = 0;  // our own messages, not getopt's
     for (;;) {
-        const int c = getopt_long(argc, argv, "+:d:j:p:xe:nqvhV", long_options, nullptr);
+        const int c = getopt_long(argc, argv, ":d:j:p:xe:nqvhV", long_options, nullptr);
         if (c == -1)
             break;
         const char* arg = optarg;

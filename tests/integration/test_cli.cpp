@@ -56,6 +56,19 @@ TEST_CASE("commands come from standard input with no FILE or with -")
     }
 }
 
+TEST_CASE("options may follow FILE, as GNU tools take them; after -- a word is a FILE")
+{
+    TempDir dir;
+    const auto cmds = dir.write("t.cmds", "@0 echo ran\n");
+    const auto r = run({pto_par(), cmds, "-d", "none", "-j", "1"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "ran\n");
+    dir.write("-d", "@0 echo dash-file\n");
+    const auto in_dir = run({"/bin/sh", "-c", "cd \"$1\" && exec \"$0\" -d none -- -d", pto_par(), dir.path()});
+    CHECK(in_dir.exit_code == 0);
+    CHECK(in_dir.out == "dash-file\n");
+}
+
 TEST_CASE("an empty commands file runs nothing and succeeds")
 {
     TempDir dir;

@@ -254,7 +254,10 @@ void StatusLines::on_status(const StatusReport& report)
 // With -v: which run (pid) holds what the next job waits for.
 void StatusLines::on_waiting(const Job& job, const std::string& what)
 {
-    if (verbosity_ > 0)
+    // A run that waits for another says why once per job, or it looks hung;
+    // -v says each change of what it waits for.
+    const bool first = waited_.insert(job.seq).second;
+    if (verbosity_ > 0 || (verbosity_ == 0 && first))
         note("WAIT " + text::printable(job.label) + " for " + text::printable(what));
 }
 

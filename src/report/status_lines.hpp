@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,7 @@ private:
     bool colour_;
     std::string paint(std::string line, JobStatus status) const;
     Counts counts_;
+    std::set<std::size_t> waited_;  // the jobs (seq) said to wait
 };
 
 // How much of a timed-out job's output the TIMEOUT report shows on standard

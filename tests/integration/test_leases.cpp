@@ -143,29 +143,36 @@ TEST_CASE("two runs started at once with --ports never hand out one port at once
     two_runs("@0,ports=1", "port$PTO_PAR_PORT", {"-d", "none", "-j", "4", "--ports", "40100-40103"});
 }
 
-TEST_CASE("a job waiting for another run's device: -v and SIGUSR1 name the device and the holder's pid")
+TEST_CASE("a job waiting for another run's device: its WAIT line and SIGUSR1 name the device and the holder's pid")
 {
-    TempDir dir;
-    const auto locks = dir.file("locks");
-    // The holder holds until told: however slow the machine, the waiter
-    // is asked while it waits.
-    Process holder({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("a.cmds", "@1,label=long sleep 60\n")});
-    REQUIRE(holder.wait_for_stderr("START long", 10s));
-    Process waiter(
-        {pto_par(), "-v", "-d", "0", "--lock-dir", locks, dir.write("b.cmds", "@1,label=short true\n")});
-    const std::string said = "device 0 (held by another run, pid " + std::to_string(holder.pid()) + ")";
-    CHECK(waiter.wait_for_stderr("WAIT short for " + said, 10s));
-    waiter.send(SIGUSR1);
-    CHECK(waiter.wait_for_stderr("short waits for " + said, 10s));
-    CHECK_FALSE(waiter.wait_for_stderr("START short", 300ms));
-    holder.send(SIGTERM);
-    const auto a = holder.wait(20s);
-    const auto b = waiter.wait(20s);
-    INFO(b.err);
-    CHECK(a.exit_code == 128 + SIGTERM);
-    CHECK(b.exit_code == 0);
-    // It started once the first run had given the device back.
-    CHECK(b.err.find("START short") != std::string::npos);
+    for (const bool verbose : {false, true}) {
+        CAPTURE(verbose);
+        TempDir dir;
+        const auto locks = dir.file("locks");
+        // The holder holds until told: however slow the machine, the waiter
+        // is asked while it waits.
+        Process holder({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("a.cmds", "@1,label=long sleep 60\n")});
+        REQUIRE(holder.wait_for_stderr("START long", 10s));
+        std::vector<std::string> argv{pto_par(), "-d", "0", "--lock-dir", locks,
+                                      dir.write("b.cmds", "@1,label=short true\n")};
+        if (verbose)
+            argv.insert(argv.begin() + 1, "-v");
+        Process waiter(argv);
+        const std::string said = "device 0 (held by another run, pid " + std::to_string(holder.pid()) + ")";
+        CHECK(waiter.wait_for_stderr("WAIT short for " + said, 10s));
+        waiter.send(SIGUSR1);
+        CHECK(waiter.wait_for_stderr("short waits for " + said, 10s));
+        CHECK_FALSE(waiter.wait_for_stderr("START short", 300ms));
+        holder.send(SIGTERM);
+        const auto a = holder.wait(20s);
+        const auto b = waiter.wait(20s);
+        INFO(b.err);
+        CHECK(a.exit_code == 128 + SIGTERM);
+        CHECK(b.exit_code == 0);
+        // It started once the first run had given the device back.
+        CHECK(b.err.find("START short") != std::string::npos);
+        CHECK(lines_with(b.err, "WAIT short").size() == 1);
+    }
 }
 
 TEST_CASE("a run that gives a device back while another run waits for it lets that run have it")

@@ -76,7 +76,7 @@ std::string held_leases_text(const std::string& lock_dir, const DiscoveredPool& 
     std::string text = "\n# held now by other runs (jobs wait for them): ";
     for (std::size_t i = 0; i < held.size(); ++i) {
         text += (i == 0 ? "" : ", ") + text::printable(called[held[i].key]);
-        text += held[i].holder > 0 ? " (pid " + std::to_string(held[i].holder) + ")" : std::string(" (pid unknown)");
+        text += held[i].holder.pid > 0 ? " (" + held[i].holder.text() + ")" : std::string(" (pid unknown)");
     }
     return text;
 }

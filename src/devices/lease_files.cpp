@@ -34,11 +34,18 @@ void open_to_all(int fd)
         (void)fchmod(fd, 0666);
 }
 
+unsigned long long pid_namespace()
+{
+    struct stat st {};
+    return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0;
+}
+
 void write_holder(int fd)
 {
-    char pid[16];
-    const int n = std::snprintf(pid, sizeof pid, "%010d\n", static_cast<int>(getpid()));
-    (void)!pwrite(fd, pid, static_cast<std::size_t>(n), 0);
+    char holder[40];
+    const int n = std::snprintf(holder, sizeof holder, "%010d %020llu\n", static_cast<int>(getpid()),
+                                pid_namespace());
+    (void)!pwrite(fd, holder, static_cast<std::size_t>(n), 0);
 }
 
 }  // namespace pto::leases::files

@@ -28,7 +28,11 @@ std::string fallback_lock_dir();
 // its mode, which they chose.
 void open_to_all(int fd);
 
-// This run's pid in a lease it holds, for Busy and last_holder: written in
+// The inode of this process's PID namespace, 0 where it cannot be known.
+unsigned long long pid_namespace();
+
+// This run's pid and PID namespace in a lease it holds, for Busy and
+// last_holder ("0000004242 00000000004026531836\n"): written in
 // place, at once, of one width (zeros in front), so that it needs no
 // truncation: ext4 writes a file truncated to nothing and written again out
 // to disk when it is closed (auto_da_alloc), which made each job of W1 wait

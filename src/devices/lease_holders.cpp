@@ -37,33 +37,49 @@ std::vector<Busy> LockDir::held_now(const std::string& dir, std::span<const std:
                 continue;
             }
             if (errno == EWOULDBLOCK)
-                held.push_back({key, pid_in(fd.get())});
+                held.push_back({key, holder_in(fd.get())});
         }
     }
     return held;
 }
 
-pid_t LockDir::pid_in(int fd)
+std::string Holder::text() const
 {
-    char buf[32];
-    const ssize_t n = pread(fd, buf, sizeof buf, 0);
-    pid_t pid = 0;
-    if (n > 0)
-        std::from_chars(buf, buf + n, pid);
-    return pid;
+    if (pid == 0)
+        return {};
+    return "pid " + std::to_string(pid) + (elsewhere ? " in another PID namespace" : "");
 }
 
-Expected<pid_t> LockDir::last_holder(const std::string& key)
+// "PID NS\n" (files::write_holder); a file of an older run has no NS.
+Holder LockDir::holder_in(int fd)
+{
+    char buf[64];
+    const ssize_t n = pread(fd, buf, sizeof buf, 0);
+    Holder holder;
+    if (n <= 0)
+        return holder;
+    const char* end = buf + n;
+    const auto pid = std::from_chars(buf, end, holder.pid);
+    unsigned long long ns = 0;
+    if (pid.ec == std::errc() && pid.ptr < end && *pid.ptr == ' ' &&
+        std::from_chars(pid.ptr + 1, end, ns).ec == std::errc()) {
+        const auto own = files::pid_namespace();
+        holder.elsewhere = own != 0 && ns != own;
+    }
+    return holder;
+}
+
+Expected<Holder> LockDir::last_holder(const std::string& key)
 {
     if (const auto it = open_.find(key); it != open_.end())
-        return pid_in(it->second.get());
+        return holder_in(it->second.get());
     // Read-only and unlocked: closing it is no event, and no probe of the
     // lock can make another run's try fail unseen.
     UniqueFd fd(openat(dir_.get(), key.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (!fd)
-        return errno == ENOENT ? Expected<pid_t>(0)
+        return errno == ENOENT ? Expected<Holder>(Holder{})
                                : tl::unexpected(sys_error("cannot open lease '" + path_ + "/" + key + "'", errno));
-    return pid_in(fd.get());
+    return holder_in(fd.get());
 }
 
 }  // namespace pto::leases

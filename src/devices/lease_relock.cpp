@@ -43,9 +43,9 @@ void LockDir::relock(const std::string& key, bool may_remake)
         held_[key] = std::move(fd);  // the old descriptor's lock, on a file no one can open, goes
         return;
     }
-    const pid_t other = fd ? pid_in(fd.get()) : 0;
+    const std::string other = fd ? holder_in(fd.get()).text() : std::string();
     say("the lease file '" + path_ + "/" + key + "' was removed while this run held it" +
-        (fd ? ", and another run" + (other != 0 ? " (pid " + std::to_string(other) + ")" : std::string()) +
+        (fd ? ", and another run" + (other.empty() ? std::string() : " (" + other + ")") +
                   " took it before it could be made again: both may use it now"
             : " and cannot be made again: other runs no longer see this lease") +
         "; do not remove lease files (their pids look stale, but the lock is what counts)");

@@ -155,7 +155,7 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
                 if (err != EWOULDBLOCK)
                     return tl::unexpected(sys_error("flock '" + path_ + "/" + key + "'", err));
                 want(key);
-                return Busy{key, pid_in(*fd)};
+                return Busy{key, holder_in(*fd)};
             }
             if (still_named(*fd, key))
                 break;

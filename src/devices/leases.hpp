@@ -74,12 +74,22 @@ private:
     LockDir* dir_;
 };
 
-// Held by another run: its pid as it wrote it (0 when not known; for an
-// instant after taking it, the pid of the holder before). Or `yielded`:
-// free, but another run waits for it, and has it first.
+// Who holds a lease, as its file says: the pid it wrote (0 when not known;
+// for an instant after taking it, the pid of the holder before), and
+// whether it wrote it in another PID namespace, where that number names
+// no process of ours (a run in a container is often pid 1 there).
+struct Holder {
+    pid_t pid = 0;
+    bool elsewhere = false;
+    // "pid 4242", "pid 1 in another PID namespace"; empty when not known.
+    std::string text() const;
+};
+
+// Held by another run, `holder`. Or `yielded`: free, but another run waits
+// for it, and has it first.
 struct Busy {
     std::string key;
-    pid_t holder = 0;
+    Holder holder;
     bool yielded = false;
 };
 
@@ -140,7 +150,7 @@ public:
 
     // The pid the last holder of `key` wrote (0 if none): who holds it,
     // when try_take said it is busy (for -v, --dry-run, SIGUSR1).
-    Expected<pid_t> last_holder(const std::string& key);
+    Expected<Holder> last_holder(const std::string& key);
 
     // Called from on_ready when a lease in the directory may have been
     // given back: the time to try the waiting jobs again.
@@ -182,7 +192,7 @@ private:
         if (on_notice_)
             on_notice_(text);
     }
-    static pid_t pid_in(int fd);
+    static Holder holder_in(int fd);
     // Of `keys`, those that a run which began to wait before this one (or
     // any run, when this one does not wait) waits for now.
     std::set<std::string, std::less<>> claimed_first(std::span<const std::string> keys);

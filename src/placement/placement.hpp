@@ -55,10 +55,10 @@ struct Leasing {
 };
 
 // What another run holds that the head of the queue waits for, in words:
-// "device 0", "port 40000"; and the pid of its holder (0 if not known).
+// "device 0", "port 40000"; and its holder.
 struct Waiting {
     std::string what;
-    pid_t holder = 0;
+    leases::Holder holder;
     bool yielded = false;  // free, left to another run that waits for it
 };
 

@@ -105,7 +105,7 @@ void Run::note_waiting(std::size_t index)
         return;
     std::string what = w->yielded ? w->what + " (left to another run that waits for it)"
                                   : w->what + " (held by another run" +
-                                        (w->holder != 0 ? ", pid " + std::to_string(w->holder) : std::string()) + ")";
+                                        (w->holder.pid != 0 ? ", " + w->holder.text() : std::string()) + ")";
     if (waiting_job_ == index && what == waiting_for_)
         return;
     waiting_job_ = index;

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <csignal>
 #include <memory>
 #include <string>
@@ -173,6 +174,35 @@ TEST_CASE("a job waiting for another run's device: its WAIT line and SIGUSR1 nam
         CHECK(b.err.find("START short") != std::string::npos);
         CHECK(lines_with(b.err, "WAIT short").size() == 1);
     }
+}
+
+TEST_CASE("a holder in another PID namespace is named as such, not as a pid of ours")
+{
+    if (geteuid() != 0 || access("/usr/bin/unshare", X_OK) != 0) {
+        MESSAGE("skipped: a PID namespace needs root and unshare(1)");
+        return;
+    }
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    Process holder({"/usr/bin/unshare", "--pid", "--fork", pto_par(), "-d", "0", "--lock-dir", locks,
+                    dir.write("a.cmds", "@1,label=long sleep 60\n")});
+    if (!holder.wait_for_stderr("START long", 10s)) {
+        MESSAGE("skipped: unshare --pid does not work here");
+        return;
+    }
+    const auto plan = run({pto_par(), "-n", "-d", "0", "--lock-dir", locks, dir.write("b.cmds", "@1 true\n")});
+    CHECK(plan.out.find("device 0 (pid 1 in another PID namespace)") != std::string::npos);
+    Process waiter({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("c.cmds", "@1,label=short true\n")});
+    CHECK(waiter.wait_for_stderr("WAIT short for device 0 (held by another run, pid 1 in another PID namespace)", 10s));
+    // unshare(1) ignores SIGTERM: its child, pto-par, gets it.
+    std::ifstream children("/proc/" + std::to_string(holder.pid()) + "/task/" + std::to_string(holder.pid()) +
+                           "/children");
+    pid_t inner = 0;
+    children >> inner;
+    REQUIRE(inner > 0);
+    kill(inner, SIGTERM);
+    (void)holder.wait(20s);
+    CHECK(waiter.wait(20s).exit_code == 0);
 }
 
 TEST_CASE("a run that gives a device back while another run waits for it lets that run have it")

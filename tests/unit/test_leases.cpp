@@ -81,8 +81,9 @@ TEST_CASE("two holders: all or none, the busy one named with its holder's pid, a
     REQUIRE(busy);
     REQUIRE(std::holds_alternative<Busy>(*busy));
     CHECK(std::get<Busy>(*busy).key == device_key("0"));
-    CHECK(std::get<Busy>(*busy).holder == getpid());
-    CHECK(*b.last_holder(device_key("0")) == getpid());
+    CHECK(std::get<Busy>(*busy).holder.pid == getpid());
+    CHECK_FALSE(std::get<Busy>(*busy).holder.elsewhere);
+    CHECK(b.last_holder(device_key("0"))->pid == getpid());
     // device-1 was given back: a third holder gets it.
     auto c = open_dir(scratch.path().string());
     const std::vector<std::string> one{device_key("1")};
@@ -142,7 +143,7 @@ TEST_CASE("a lease given back while another holder waits for it is left to that 
     REQUIRE(after);
     REQUIRE(std::holds_alternative<Busy>(*after));
     CHECK_FALSE(std::get<Busy>(*after).yielded);
-    CHECK(std::get<Busy>(*after).holder == getpid());
+    CHECK(std::get<Busy>(*after).holder.pid == getpid());
     // Given back with a now waiting: b leaves it to a, and a takes it.
     taken->emplace<Busy>();
     auto b_again = b.try_take(key);
@@ -216,7 +217,7 @@ TEST_CASE("a holder killed with SIGKILL: the kernel gives its lease back and the
     auto busy = waiter.try_take(keys);
     REQUIRE(busy);
     REQUIRE(std::holds_alternative<Busy>(*busy));
-    CHECK(std::get<Busy>(*busy).holder == child);
+    CHECK(std::get<Busy>(*busy).holder.pid == child);
     CHECK_FALSE(waiter.drain());
     kill(child, SIGKILL);
     int status = 0;

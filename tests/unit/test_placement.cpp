@@ -202,7 +202,7 @@ TEST_CASE("leases: a device another run holds is set aside, the next is taken, a
     CHECK(b.error() == Shortage::devices);
     REQUIRE(p.waiting());
     CHECK(p.waiting()->what == "device 0");
-    CHECK(p.waiting()->holder == getpid());
+    CHECK(p.waiting()->holder.pid == getpid());
     // The run's own devices are leased: the other run cannot have them.
     auto busy = runs.other.try_take(std::vector<std::string>{pto::leases::device_key("1")});
     REQUIRE(busy);

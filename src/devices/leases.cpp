@@ -133,7 +133,7 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
             want(key);
             if (idle)
                 arm_patience();
-            return Busy{key, 0, true};
+            return Busy{key, {}, true};
         }
         // A file removed or replaced between its open and its lock guards
         // nothing: locked again under its name (a few times: a cleaner that

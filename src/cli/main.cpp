@@ -38,6 +38,7 @@
 #include "output/sink.hpp"
 #include "plan/plan.hpp"
 #include "report/fanout.hpp"
+#include "common/text.hpp"
 #include "report/json_lines.hpp"
 #include "report/junit_report.hpp"
 #include "report/log_dir.hpp"
@@ -79,6 +80,32 @@ std::string suite_name(const std::string& file)
     if (const auto dot = name.rfind('.'); dot != std::string::npos && dot > 0)
         name.erase(dot);
     return name.empty() ? "pto-par" : name;
+}
+
+// This command reading the report it writes, `json`, with --rerun-failed:
+// what the summary offers to run what did not pass again. Its own
+// --rerun-failed (also abbreviated, or with its value after '=') is left
+// out; `argv` is in the order getopt left it, options first.
+std::string rerun_command(int argc, char** argv, const std::string& json)
+{
+    const std::string_view option = "--rerun-failed";
+    std::string command = text::shell_word(argv[0]) + " --rerun-failed " + text::shell_word(json);
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view word = argv[i];
+        if (word == "--") {
+            for (; i < argc; ++i)
+                command += " " + text::shell_word(argv[i]);
+            break;
+        }
+        const std::string_view name = word.substr(0, word.find('='));
+        if (name.size() >= 5 && option.starts_with(name)) {
+            if (name.size() == word.size())
+                ++i;  // its value
+            continue;
+        }
+        command += " " + text::shell_word(word);
+    }
+    return command;
 }
 
 int run(int argc, char** argv, cli::EarlySignals& signals)
@@ -415,7 +442,8 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     if (junit)
         junit->set_suite_properties(report::device_properties(devices));
     status.summary(wall_s, summary->stopped_by_signal,
-                   opt.shard ? "shard " + std::to_string(opt.shard->k) + "/" + std::to_string(opt.shard->n) : "");
+                   opt.shard ? "shard " + std::to_string(opt.shard->k) + "/" + std::to_string(opt.shard->n) : "",
+                   opt.json_path.empty() ? std::string() : rerun_command(argc, argv, opt.json_path));
 
     // A report that could not be written in full fails the run: CI reads it.
     bool reports_ok = true;

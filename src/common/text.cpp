@@ -6,6 +6,18 @@
 #include "common/utf8.hpp"
 
 namespace pto::text {
+
+std::string shell_word(std::string_view s)
+{
+    const bool plain = !s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                         "0123456789@%+=:,./_-") == std::string_view::npos;
+    if (plain)
+        return std::string(s);
+    std::string out = "'";
+    for (const char c : s)
+        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
 namespace {
 
 // Code points that a terminal acts on or that reorder what is shown: C1

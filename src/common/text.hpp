@@ -15,6 +15,10 @@ std::string_view trim(std::string_view s);
 // sequences or reorder what a terminal shows.
 std::string printable(std::string_view s);
 
+// A word as a POSIX shell reads it back: as it is when it holds only
+// characters no shell treats specially, else in single quotes.
+std::string shell_word(std::string_view s);
+
 // The columns a terminal gives text that printable() made: a column per
 // code point, two for the East Asian wide and fullwidth ranges and emoji.
 std::size_t columns(std::string_view printable_text);

@@ -25,6 +25,9 @@ std::string fixed(double v, int digits)
     return buf;
 }
 
+// The summary names at most this many jobs that did not pass.
+constexpr std::size_t summary_list_most = 50;
+
 const char* word_for(JobStatus s)
 {
     switch (s) {
@@ -146,6 +149,8 @@ void StatusLines::on_finish(const Job& job, const JobResult& r, const JobOutput&
     case JobStatus::killed: ++counts_.killed; break;
     case JobStatus::cancelled: ++counts_.cancelled; break;
     }
+    if (r.status != JobStatus::passed)
+        unpassed_.push_back({r.status, r.label, job.line});
     if (verbosity_ < 0 && r.status == JobStatus::passed)
         return;
     std::string line = format_finish_line(r);
@@ -306,7 +311,8 @@ void StatusLines::devices(const std::vector<DeviceStats>& all) const
         put(lines);  // see on_start
 }
 
-void StatusLines::summary(double wall_s, int stopped_by_signal, const std::string& what) const
+void StatusLines::summary(double wall_s, int stopped_by_signal, const std::string& what,
+                          const std::string& again) const
 {
     std::string line = format_summary_line(counts_, wall_s, stopped_by_signal);
     if (!what.empty())
@@ -318,6 +324,21 @@ void StatusLines::summary(double wall_s, int stopped_by_signal, const std::strin
         line = "[pto-par] " + std::string(clean ? "\x1b[1;32m" : "\x1b[1;31m") + line.substr(10, line.size() - 11) +
                "\x1b[0m\n";
     }
+    std::size_t listed = 0;
+    for (const auto& u : unpassed_) {
+        if (++listed > summary_list_most) {
+            line += "[pto-par]   and " + std::to_string(unpassed_.size() - summary_list_most) +
+                    " more (--json lists every job)\n";
+            break;
+        }
+        const std::string word = word_for(u.status);
+        line += "[pto-par]   " + (colour_ ? colour_of(u.status) + word + "\x1b[0m" : word) + " " +
+                text::printable(u.label) +
+                (u.line != 0 ? " (line " + std::to_string(u.line) + ")" : std::string()) + "\n";
+    }
+    const bool rerun = counts_.failed + counts_.timeout + counts_.killed + counts_.cancelled > 0;
+    if (rerun && !again.empty())
+        line += "[pto-par] to run what did not pass again: " + text::printable(again) + "\n";
     put(line);  // see on_start
 }
 

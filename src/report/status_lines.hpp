@@ -57,7 +57,11 @@ public:
     // At the end, before summary(): a line per device that saw a failure.
     void devices(const std::vector<DeviceStats>& all) const;
     // `what`: which part of the file this run was, e.g. "shard 2/4"; empty for all of it.
-    void summary(double wall_s, int stopped_by_signal, const std::string& what = {}) const;
+    // After it, as pytest's short summary: each job that did not pass, or
+    // was flaky, by label and line, and `again`, the command that runs what
+    // did not pass once more (empty: none can be given).
+    void summary(double wall_s, int stopped_by_signal, const std::string& what = {},
+                 const std::string& again = {}) const;
 
     const Counts& counts() const { return counts_; }
 
@@ -73,6 +77,13 @@ private:
     std::string paint(std::string line, JobStatus status) const;
     Counts counts_;
     std::set<std::size_t> waited_;  // the jobs (seq) said to wait
+    // The jobs the summary names, as they ended.
+    struct Unpassed {
+        JobStatus status;
+        std::string label;
+        std::size_t line;
+    };
+    std::vector<Unpassed> unpassed_;
 };
 
 // How much of a timed-out job's output the TIMEOUT report shows on standard

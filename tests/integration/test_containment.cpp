@@ -175,7 +175,10 @@ TEST_CASE("a guardian killed under a run is replaced, and the new one stops the 
         REQUIRE(first > 0);
         kill(first, SIGKILL);
         CHECK(p.wait_for_stderr("took its place for the 1 running job", 10s));
-        const pid_t second = session_leader_child(p.pid());
+        // Said once forked; in a session of its own a moment later.
+        pid_t second = 0;
+        for (int tries = 0; tries < 500 && (second = session_leader_child(p.pid())) <= 0; ++tries)
+            std::this_thread::sleep_for(10ms);
         CHECK(second > 0);
         CHECK(second != first);
         p.send(SIGKILL);

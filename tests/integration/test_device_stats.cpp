@@ -95,7 +95,7 @@ TEST_CASE("-q keeps the device lines; a try that failed before its job passed el
     const auto lines = lines_with(r.err, "[pto-par] device ");
     REQUIRE_FALSE(lines.empty());
     CHECK(lines_with(r.err, "[pto-par] device 1: ").size() == 1);
-    CHECK(lines_with(r.err, "FLAKY flaky").size() == 1);
+    CHECK(lines_with(r.err, "[pto-par] FLAKY flaky").size() == 1);
     // The flaky job's first try failed on some device: it is counted there.
     int failed = 0;
     for (const auto& line : lines)

@@ -113,6 +113,31 @@ TEST_CASE("--rerun-failed runs exactly what did not pass, and what the report do
     CHECK(r2.err.find("re-running 3 of 5 jobs that did not pass in " + json) != std::string::npos);
 }
 
+TEST_CASE("the summary names each job that did not pass, and the command that runs them again works as given")
+{
+    TempDir dir;
+    const auto cmds = dir.write("s t.cmds", "@0,label=ok true\n@0,label=bad false\n@0,label=slow sleep 5\n"
+                                            "@0,label=ok2 true\n");
+    const auto json = dir.file("it's.json");
+    const auto r = run({pto_par(), cmds, "-d", "none", "--job-timeout", "0.5", "--json", json});
+    CHECK(r.exit_code == 1);
+    const auto at = r.err.find("[pto-par] 2 passed, 1 failed, 1 timed out");
+    REQUIRE(at != std::string::npos);
+    const auto after = r.err.substr(at);
+    CHECK(after.find("\n[pto-par]   FAIL bad (line 2)\n[pto-par]   TIMEOUT slow (line 3)\n") != std::string::npos);
+    const std::string lead = "[pto-par] to run what did not pass again: ";
+    const auto again = lines_with(after, lead);
+    REQUIRE(again.size() == 1);
+    const std::string command = again[0].substr(again[0].find(lead) + lead.size());
+    CHECK(command.find("--rerun-failed") != std::string::npos);
+    const auto second = run({"/bin/sh", "-c", command});
+    CHECK(started_labels(second.err) == std::vector<std::string>{"bad", "slow"});
+    // Nothing to say when every job passed.
+    const auto clean = run({pto_par(), "-d", "none", "--json", json, dir.write("ok.cmds", "@0 true\n")});
+    CHECK(clean.err.find("again") == std::string::npos);
+    CHECK(clean.err.find("[pto-par]   ") == std::string::npos);
+}
+
 TEST_CASE("--rerun-failed R --json R keeps the last record of every job, so the loop converges")
 {
     TempDir dir;

@@ -92,4 +92,15 @@ TEST_CASE("columns and cut_to_columns: a column per code point, two for wide one
     CHECK(cut_to_columns("abc", 0).empty());
 }
 
+TEST_CASE("a word for the shell is quoted only when it must be, and reads back as it was")
+{
+    using pto::text::shell_word;
+    CHECK(shell_word("tests.cmds") == "tests.cmds");
+    CHECK(shell_word("--job-timeout=2") == "--job-timeout=2");
+    CHECK(shell_word("a b") == "'a b'");
+    CHECK(shell_word("it's") == "'it'\\''s'");
+    CHECK(shell_word("") == "''");
+    CHECK(shell_word("$HOME") == "'$HOME'");
+}
+
 }

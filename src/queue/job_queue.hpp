@@ -28,6 +28,12 @@ public:
     std::vector<std::size_t> behind_head();
     // `index`, behind the head, leaves the queue before its turn.
     void take(std::size_t index) { left_[index] = true; }
+    // Whether `index` waits in file order (not started, not taken out).
+    bool waits_in_order(std::size_t index)
+    {
+        skip_left();
+        return index >= next_ && index < left_.size() && !left_[index];
+    }
 
     bool empty();
     std::size_t waiting();

@@ -59,6 +59,8 @@ Run::Run(std::vector<Job>& jobs, const RunOptions& opt, SignalChannel& signals, 
     for (std::size_t i = 0; i < jobs.size(); ++i) {
         results_[i].index = i;
         results_[i].label = jobs[i].label;
+        if (jobs[i].device_count == 0 && jobs[i].slots == 0 && jobs[i].port_count == 0)
+            unplaced_.push_back(i);
     }
 }
 

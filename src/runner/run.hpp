@@ -37,6 +37,7 @@ private:
     placement::Need need(std::size_t index) const;
     void start_ready();
     void backfill(std::size_t head);
+    void start_unplaced(std::size_t head);
     void note_waiting(std::size_t index);
     bool start(std::size_t index, placement::Grant grant);
     Expected<std::unique_ptr<JobProcess>> spawn(std::size_t index, const LaunchSpec& spec, JobOutput output,
@@ -123,6 +124,11 @@ private:
     std::map<std::string, std::vector<int>, std::less<>> trusted_;
     std::vector<NodeDevice> sick_on_nodes_;
     std::optional<Escapees> escapees_;
+    // The jobs that need no device, slot or port, in file order, and the
+    // first of them that may still wait: they wait for -j alone, never
+    // behind a head that waits for devices.
+    std::vector<std::size_t> unplaced_;
+    std::size_t unplaced_next_ = 0;
     std::size_t launches_ = 0;
     std::size_t steps_launched_ = 0;
     // The steps Slurm had created when last asked (squeue -s), and when.

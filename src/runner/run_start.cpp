@@ -53,10 +53,11 @@ void Run::start_ready()
                 continue;
             }
             note_waiting(*index);
-            // Head-of-line: nothing behind it may pass, unless history says
-            // it will be done before the head can start.
+            // Head-of-line: nothing behind it that needs devices may pass,
+            // unless history says it will be done before the head can start.
             if (opt_.backfill && !retry)
                 backfill(*index);
+            start_unplaced(*index);
             return;
         }
         if (!grant && grant.error() == placement::Shortage::lease_failed) {
@@ -148,6 +149,28 @@ void Run::backfill(std::size_t head)
             return;
         queue_.take(i);
         ledger_.went_ahead(i, head, now + to_duration(*expected), *shadow);
+    }
+}
+
+// A job that needs nothing placed takes nothing the head waits for: it
+// passes it, within -j.
+void Run::start_unplaced(std::size_t head)
+{
+    while (unplaced_next_ < unplaced_.size() && !stopping_) {
+        if (opt_.max_parallel != 0 && running_jobs() >= opt_.max_parallel)
+            return;
+        const std::size_t i = unplaced_[unplaced_next_];
+        // The head itself needs devices; a job started or gone never waits
+        // in file order again (a retry waits ahead of the head).
+        if (i == head || !queue_.waits_in_order(i)) {
+            ++unplaced_next_;
+            continue;
+        }
+        auto grant = placement_.acquire(need(i));
+        if (!grant || !start(i, std::move(*grant)))
+            return;
+        queue_.take(i);
+        ++unplaced_next_;
     }
 }
 

@@ -94,6 +94,33 @@ TEST_CASE("FIFO with head-of-line blocking: nothing passes a job that does not f
     CHECK(wide_start < small_start);
 }
 
+TEST_CASE("a job that needs no device, slot or port waits only for -j, not behind a head that waits for devices")
+{
+    TempDir dir;
+    // 'wide' waits for 'slow'; 'free' and 'free2' take nothing it waits
+    // for, 'small' does; -j 3 leaves room for one of the free ones only.
+    const auto file = dir.write("free.cmds",
+                                "@1,label=slow sleep 1\n"
+                                "@2,label=wide true\n"
+                                "@0,label=free sleep 0.5\n"
+                                "@1,label=small true\n"
+                                "@0,label=free2 true\n");
+    const auto r = run({pto_par(), "-d", "0-1", "-j", "2", "--lock-dir", "none", file});
+    CHECK(r.exit_code == 0);
+    INFO(r.err);
+    const auto slow_end = r.err.find("PASS slow");
+    const auto free_start = r.err.find("START free ");
+    const auto free2_start = r.err.find("START free2");
+    const auto wide_start = r.err.find("START wide");
+    const auto small_start = r.err.find("START small");
+    CHECK(free_start < slow_end);
+    // -j 2: free2 waits for a running job to end, then passes the head too.
+    CHECK(free2_start > r.err.find("PASS free "));
+    CHECK(free2_start < slow_end);
+    CHECK(slow_end < wide_start);
+    CHECK(wide_start < small_start);
+}
+
 TEST_CASE("-j bounds the running jobs even without devices")
 {
     TempDir dir;

@@ -100,7 +100,14 @@ struct JobResult {
     std::string label;
     JobStatus status = JobStatus::cancelled;
     std::optional<int> exit_code;   // when the main process exited
-    int signal = 0;                 // the signal that ended it, 0 if none
+    // The signal that ended it, 0 if none: for a job pto-par stopped
+    // (timeout, killed), the last one it sent before nothing of the job was
+    // left, whatever its shell died of.
+    int signal = 0;
+    // With status timeout: the limit it ran past, its own or (run_time_limit)
+    // the run's.
+    double time_limit_s = 0;
+    bool run_time_limit = false;
     std::vector<int> devices;       // under Slurm: the GPU indices on `node` that the step got
     std::vector<int> ports;         // its TCP ports, if it asked for some
     std::string node;               // under Slurm: the node the step was sent to; empty otherwise

@@ -78,6 +78,9 @@ std::string job_json(const Job& job, const JobResult& r, bool with_node)
     o += ",\"start\":" + (r.start > 0 ? number(r.start) : std::string("null"));
     o += ",\"end\":" + (r.end > 0 ? number(r.end) : std::string("null"));
     o += ",\"duration_s\":" + (r.end > 0 ? number(r.duration_s) : std::string("null"));
+    if (r.status == JobStatus::timeout && r.time_limit_s > 0)
+        o += ",\"time_limit_s\":" + number(r.time_limit_s) + ",\"time_limit\":" +
+             (r.run_time_limit ? "\"run\"" : "\"job\"");
     if (r.stragglers != 0)
         o += ",\"stragglers\":" + std::to_string(r.stragglers);
     if (!r.error.empty())

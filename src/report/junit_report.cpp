@@ -15,6 +15,7 @@
 #include <pto/devices.hpp>
 
 #include "report/fd_writer.hpp"
+#include "report/status_lines.hpp"
 #include "common/signal_names.hpp"
 
 namespace pto::report {
@@ -140,6 +141,19 @@ std::string stopped_message(const JobResult& r)
     return "stopped by pto-par";
 }
 
+// "timed out: past its 3.0s limit, ended by SIGTERM after 5.0s", as the
+// status line and the TIMEOUT report say it.
+std::string timeout_message(const JobResult& r)
+{
+    std::string text = "timed out";
+    if (r.time_limit_s > 0)
+        text += ": past " + time_limit_text(r);
+    text += r.time_limit_s > 0 ? ", " : ": ";
+    if (r.signal != 0)
+        text += "ended by " + signal_name(r.signal) + " ";
+    return text + "after " + fixed(r.duration_s, 1) + "s";
+}
+
 }  // namespace
 
 JunitReport::JunitReport(std::string path, std::span<const Job> jobs, std::string suite_name,
@@ -201,7 +215,7 @@ std::string JunitReport::testcase_head(const Job& job, const JobResult& r) const
     case JobStatus::flaky: break;  // a passing testcase; its failed tries follow as <flakyFailure>
     case JobStatus::failed: h += "    <failure" + attr("message", failure_message(r)) + "/>\n"; break;
     case JobStatus::timeout:
-        h += "    <error" + attr("message", "timed out after " + fixed(r.duration_s, 1) + "s") +
+        h += "    <error" + attr("message", timeout_message(r)) +
              attr("type", "timeout") + "/>\n";
         break;
     case JobStatus::killed:
@@ -332,7 +346,7 @@ void JunitReport::on_retry(const Job&, const JobResult& r, const JobOutput& outp
     const std::string tail = output.tail(64 * 1024);
     const bool timed_out = r.status == JobStatus::timeout;
     cases_[r.index].reruns.push_back(
-        {timed_out, attr("message", timed_out ? "timed out after " + fixed(r.duration_s, 1) + "s" : failure_message(r)) +
+        {timed_out, attr("message", timed_out ? timeout_message(r) : failure_message(r)) +
                         attr("type", timed_out ? "timeout" : "failure"),
          tail.empty() ? std::string() : "<system-out>" + xml_escape(tail) + "</system-out>"});
 }

@@ -78,6 +78,11 @@ std::string StatusLines::paint(std::string line, JobStatus status) const
     return line;
 }
 
+std::string time_limit_text(const JobResult& r)
+{
+    return (r.run_time_limit ? "the run's " : "its ") + fixed(r.time_limit_s, 1) + "s limit";
+}
+
 std::string format_finish_line(const JobResult& r)
 {
     std::string line = "[pto-par] ";
@@ -98,6 +103,8 @@ std::string format_finish_line(const JobResult& r)
     line += devices_text(r.devices);
     if (!r.node.empty())
         line += " node=" + text::printable(r.node);
+    if (r.status == JobStatus::timeout && r.time_limit_s > 0)
+        line += " (past " + time_limit_text(r) + ")";
     if (r.stragglers > 0)
         line += " (stopped " + std::to_string(r.stragglers) + " leftover process" +
                 (r.stragglers == 1 ? "" : "es") + ")";
@@ -215,8 +222,8 @@ void StatusLines::on_device_sick(const std::string& node, int device, const std:
 void StatusLines::on_timeout(const Job&, const JobResult& r, const JobOutput& output, double elapsed_s)
 {
     std::string text = "[pto-par] TIMEOUT " + text::printable(r.label) + " pid=" + std::to_string(r.pid) +
-                       " devices=" + devices_text(r.devices) + " ran " + fixed(elapsed_s, 1) +
-                       "s; its output so far";
+                       " devices=" + devices_text(r.devices) + " past " + time_limit_text(r) + ", ran " +
+                       fixed(elapsed_s, 1) + "s; its output so far";
     const auto shown = output.tail(timeout_dump_bytes);
     if (output.size() > shown.size())
         text += " (last " + std::to_string(shown.size()) + " of " + std::to_string(output.size()) + " bytes)";

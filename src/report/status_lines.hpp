@@ -86,6 +86,9 @@ private:
     std::vector<Unpassed> unpassed_;
 };
 
+// "its 3.0s limit", "the run's 60.0s limit": what a timed-out job ran past.
+std::string time_limit_text(const JobResult& r);
+
 // How much of a timed-out job's output the TIMEOUT report shows on standard
 // error; all of it still goes where --output sends it.
 inline constexpr std::size_t timeout_dump_bytes = 64 * 1024;

@@ -11,6 +11,7 @@ void JobLifecycle::time_out(Signallable& job, Clock::time_point now)
     // Python's faulthandler.register(SIGUSR1) and similar print their stacks
     // on it; the pipe is read on through the dump grace to catch them.
     job.signal(SIGUSR1);
+    last_signal_ = SIGUSR1;
 }
 
 void JobLifecycle::stop(Signallable& job, Clock::time_point now, bool force)
@@ -18,6 +19,7 @@ void JobLifecycle::stop(Signallable& job, Clock::time_point now, bool force)
     if (force) {
         if (stage_ == StopStage::none || stage_ == StopStage::terminating) {
             job.kill_all();
+            last_signal_ = SIGKILL;
             stage_ = StopStage::killing;
             stage_deadline_ = now + times_->wait_after_kill;
         }
@@ -27,6 +29,7 @@ void JobLifecycle::stop(Signallable& job, Clock::time_point now, bool force)
         job.signal(SIGTERM);
         // A stopped process would sit on SIGTERM until the SIGKILL.
         job.signal(SIGCONT);
+        last_signal_ = SIGTERM;
         stage_ = StopStage::terminating;
         stage_deadline_ = now + times_->kill_grace;
     }
@@ -42,6 +45,7 @@ JobLifecycle::Due JobLifecycle::advance(Signallable& job, Clock::time_point now,
         return Due::nothing;
     if (stage_ == StopStage::terminating) {
         job.kill_all();
+        last_signal_ = SIGKILL;
         stage_ = StopStage::killing;
         stage_deadline_ = now + times_->wait_after_kill;
     } else if (stage_ == StopStage::killing && !empty) {

@@ -44,6 +44,8 @@ public:
     StopStage stage() const { return stage_; }
     bool timed_out() const { return timed_out_; }
     bool dumped() const { return dumped_; }
+    // The last signal it sent the job (SIGUSR1, SIGTERM, SIGKILL), 0 if none.
+    int last_signal() const { return last_signal_; }
     // Its end is pto-par's doing (a stop it did not ask for).
     bool stopped_by_us() const { return stopped_by_us_; }
     void set_stopped_by_us(bool v) { stopped_by_us_ = v; }
@@ -77,6 +79,7 @@ private:
     bool dumped_ = false;
     Clock::time_point dump_at_{};
     bool stopped_by_us_ = false;
+    int last_signal_ = 0;
 };
 
 }  // namespace pto::runner

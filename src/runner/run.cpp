@@ -95,6 +95,8 @@ void Run::retry(std::size_t index, const JobOutput& output, std::vector<int> sic
         opt_.observer->on_retry(jobs_[index], res, output);
     res.exit_code.reset();
     res.signal = 0;
+    res.time_limit_s = 0;
+    res.run_time_limit = false;
     res.devices.clear();
     res.ports.clear();
     res.node.clear();
@@ -337,6 +339,10 @@ void Run::end_try(JobProcess& j)
         if (opt_.fail_fast && !run_timed_out_ && !will_retry(j.index()))
             stop_all("fail-fast");
     }
+    // What ended a job pto-par stopped is what it sent last: a shell dies
+    // of the SIGUSR1 that the test under it catches to print its stacks.
+    if ((res.status == JobStatus::timeout || res.status == JobStatus::killed) && j.life.last_signal() != 0)
+        res.signal = j.life.last_signal();
     ledger_.ended(j.index(), Clock::now());
     throttled_ = false;
     res.end = unix_now();

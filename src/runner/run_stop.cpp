@@ -109,6 +109,10 @@ void Run::withhold_step(const placement::Grant& grant)
 
 void Run::deliver_dump(JobProcess& j)
 {
+    JobResult& res = results_[j.index()];
+    const Job& job = jobs_[j.index()];
+    if (!res.run_time_limit)
+        res.time_limit_s = job.timeout_s.value_or(opt_.job_timeout_s.value_or(0));
     j.life.dump_delivered();
     read(j, 0);
     j.output().settle();
@@ -198,10 +202,13 @@ void Run::check_deadlines(Clock::time_point now)
                 j->life.set_stopped_by_us(true);
                 stop(*j);
             } else if (j->leader_alive() && j->life.stage() == StopStage::none && !j->life.timed_out()) {
-                if (j->step() != nullptr && !j->start_reported)
+                if (j->step() != nullptr && !j->start_reported) {
                     stop(*j);  // it never ran: there are no stacks to dump
-                else
+                } else {
                     j->life.time_out(*j, now);
+                    results_[j->index()].time_limit_s = *opt_.timeout_s;
+                    results_[j->index()].run_time_limit = true;
+                }
             }
         }
     }

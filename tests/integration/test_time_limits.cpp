@@ -20,6 +20,27 @@ const std::string dumper = "trap 'echo STACK-MARKER' USR1; echo started; while :
 
 TEST_SUITE("time_limits") {
 
+TEST_CASE("a job past its own limit is named with that limit and the signal that ended it, the same in every report")
+{
+    TempDir dir;
+    // The job's shell dies of the SIGUSR1; the test under it prints its
+    // stacks and goes on until the SIGTERM after the dump grace.
+    const auto file = dir.write("t.cmds", "@0,label=py,timeout=1 sh -c \"" + dumper + "\"; true\n");
+    const auto r = run({pto_par(), "--dump-grace", "0.5", "--json", dir.file("r.json"), "--junit", dir.file("r.xml"),
+                        file});
+    CHECK(r.exit_code == 1);
+    INFO(r.err);
+    CHECK(r.err.find("[pto-par] TIMEOUT py pid=") != std::string::npos);
+    CHECK(r.err.find(" past its 1.0s limit, ran ") != std::string::npos);
+    CHECK(r.err.find("[pto-par] TIMEOUT py signal=SIGTERM ") != std::string::npos);
+    CHECK(r.err.find("(past its 1.0s limit)\n") != std::string::npos);
+    const auto json = dir.read("r.json");
+    CHECK(json.find("\"signal\":\"SIGTERM\"") != std::string::npos);
+    CHECK(json.find("\"time_limit_s\":1.000000,\"time_limit\":\"job\"") != std::string::npos);
+    CHECK(dir.read("r.xml").find("message=\"timed out: past its 1.0s limit, ended by SIGTERM after ") !=
+          std::string::npos);
+}
+
 TEST_CASE("--timeout: SIGUSR1, the dump under a TIMEOUT header, then stop; exit 124")
 {
     TempDir dir;
@@ -38,7 +59,10 @@ TEST_CASE("--timeout: SIGUSR1, the dump under a TIMEOUT header, then stop; exit 
     REQUIRE(header != std::string::npos);
     CHECK(header < marker);
     CHECK(marker < end);
-    CHECK(r.err.find("devices=none ran ") != std::string::npos);
+    CHECK(r.err.find("devices=none past the run's 1.0s limit, ran ") != std::string::npos);
+    // It catches the SIGUSR1 and ends of the SIGTERM after the dump grace.
+    CHECK(r.err.find("[pto-par] TIMEOUT stuck signal=SIGTERM ") != std::string::npos);
+    CHECK(r.err.find("(past the run's 1.0s limit)") != std::string::npos);
     CHECK(r.err.find("PASS fine") != std::string::npos);
     // 'queued' may have started beside 'fine' (-j 2) or not: either way it
     // is accounted for, and 'stuck' is a timeout.

@@ -223,7 +223,9 @@ TEST_CASE("a report with hostile output parses back, with counts, messages and t
     junit.on_cancel(specs[5], result(specs[5], JobStatus::cancelled, std::nullopt));
     finish(result(specs[0], JobStatus::passed, 0), "all good\n");
     finish(result(specs[2], JobStatus::failed, std::nullopt, SIGSEGV), "");
-    finish(result(specs[3], JobStatus::timeout, std::nullopt, SIGKILL), "tick\ntock");
+    auto timed_out = result(specs[3], JobStatus::timeout, std::nullopt, SIGKILL);
+    timed_out.time_limit_s = 3;
+    finish(timed_out, "tick\ntock");
     auto utf = result(specs[7], JobStatus::failed, std::nullopt);
     utf.pid = -1;
     utf.error = "posix_spawn /bin/nope: No such file or directory";
@@ -256,7 +258,7 @@ TEST_CASE("a report with hostile output parses back, with counts, messages and t
                         expected_text(all_bytes()));
     CHECK(kind(2) == "failure|killed by SIGSEGV");
     CHECK(out(2).empty());
-    CHECK(kind(3) == "error|timed out after 10.0s");
+    CHECK(kind(3) == "error|timed out: past its 3.0s limit, ended by SIGKILL after 10.0s");
     CHECK(out(3) == "tick\ntock");
     CHECK(kind(4) == "error|stopped by pto-par (SIGTERM)");
     CHECK(kind(5) == "skipped|not started");

@@ -149,9 +149,15 @@ TEST_CASE("the guardian has a name of its own: the newest process named pto-par 
         return text;
     };
     CHECK(read("/proc/" + std::to_string(guardian) + "/comm") == "pto-par-guard\n");
-    const std::string cmdline = read("/proc/" + std::to_string(guardian) + "/cmdline");
-    CHECK(cmdline.substr(0, cmdline.find('\0')) == "pto-par-guard of pid " + std::to_string(p.pid()));
-    CHECK(cmdline.find("n.cmds") == std::string::npos);
+    // Under qemu-user the command line the kernel shows is the emulator's,
+    // which the guest cannot change.
+    if (read("/proc/" + std::to_string(p.pid()) + "/cmdline").starts_with(pto_par())) {
+        const std::string cmdline = read("/proc/" + std::to_string(guardian) + "/cmdline");
+        CHECK(cmdline.substr(0, cmdline.find('\0')) == "pto-par-guard of pid " + std::to_string(p.pid()));
+        CHECK(cmdline.find("n.cmds") == std::string::npos);
+    } else {
+        MESSAGE("the guardian's command line is not checked: pto-par's own is not its argv (qemu-user?)");
+    }
     p.send(SIGUSR1);
     CHECK(p.wait_for_stderr("[pto-par] status of pid " + std::to_string(p.pid()) + " after ", 10s));
     p.send(SIGINT);

@@ -65,6 +65,14 @@ Expected<Planned> plan_run(const Options& opt, std::vector<cmdfile::JobSpec> all
                              " that passed";
         }
     }
+    if (!history->empty()) {
+        std::vector<std::string> changed;
+        (void)plan::match_history(all, *history, &changed);
+        if (!changed.empty())
+            notes.push_back(std::to_string(changed.size()) + " label" + (changed.size() == 1 ? "" : "s") +
+                            " of the history now name another command (first: '" + changed.front() +
+                            "'); such a job takes the record of its command where one record has it, else none");
+    }
     for (const auto& n : notes)
         std::cerr << "pto-par: note: " << n << "\n";
     chosen = plan::order_jobs(all, std::move(chosen), *history, opt.order);

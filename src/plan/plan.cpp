@@ -75,6 +75,9 @@ std::optional<std::string> add_record(History& history, const JsonValue& v, std:
         return "\"duration_s\" is not a duration of 0 to 1e9 seconds";
     Past& past = history[*label->second.string()];
     past.status = *status->second.string();
+    const auto command = obj->find("command");
+    past.command = command != obj->end() && command->second.string() != nullptr ? *command->second.string()
+                                                                                : std::string();
     // A job that never ran (cancelled) says nothing of how long it takes:
     // what an earlier run measured stays.
     if (duration != nullptr)
@@ -207,12 +210,41 @@ Expected<Shard> parse_shard(std::string_view text)
     return s;
 }
 
+std::vector<History::const_iterator> match_history(std::span<const cmdfile::JobSpec> specs, const History& history,
+                                                   std::vector<std::string>* changed)
+{
+    std::vector<History::const_iterator> out(specs.size(), history.end());
+    // Command -> its one record (end() when several ran it), made only once
+    // a label has no record of its command.
+    std::optional<std::map<std::string_view, History::const_iterator>> by_command;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+        const auto it = history.find(specs[i].label);
+        if (it != history.end() && (it->second.command.empty() || it->second.command == specs[i].command)) {
+            out[i] = it;
+            continue;
+        }
+        if (it != history.end() && changed != nullptr)
+            changed->push_back(specs[i].label);
+        if (!by_command) {
+            by_command.emplace();
+            for (auto r = history.begin(); r != history.end(); ++r)
+                if (!r->second.command.empty())
+                    if (const auto [at, fresh] = by_command->emplace(r->second.command, r); !fresh)
+                        at->second = history.end();
+        }
+        if (const auto found = by_command->find(specs[i].command); found != by_command->end())
+            out[i] = found->second;
+    }
+    return out;
+}
+
 std::vector<std::optional<double>> expected_durations(std::span<const cmdfile::JobSpec> specs, const History& history)
 {
     std::vector<std::optional<double>> out(specs.size());
+    const auto matched = match_history(specs, history);
     for (std::size_t i = 0; i < specs.size(); ++i)
-        if (const auto it = history.find(specs[i].label); it != history.end())
-            out[i] = it->second.duration_s;
+        if (matched[i] != history.end())
+            out[i] = matched[i]->second.duration_s;
     return out;
 }
 
@@ -252,8 +284,9 @@ std::vector<std::size_t> failed_jobs(std::span<const cmdfile::JobSpec> specs, st
                                      const History& last_run)
 {
     std::vector<std::size_t> out;
+    const auto matched = match_history(specs, last_run);
     for (std::size_t i : chosen) {
-        const auto it = last_run.find(specs[i].label);
+        const auto it = matched[i];
         if (it == last_run.end() || (it->second.status != "passed" && it->second.status != "flaky"))
             out.push_back(i);
     }

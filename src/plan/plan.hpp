@@ -19,6 +19,7 @@ namespace pto::plan {
 struct Past {
     std::optional<double> duration_s;  // of its last run that ran at all
     std::string status;                // passed, failed, timeout, killed, cancelled, flaky
+    std::string command;               // as its last record wrote it; empty if it did not
 };
 
 // Label -> its last report. Later lines win within a file, later files win
@@ -70,6 +71,15 @@ struct Shard {
 
 // "K/N" with 1 <= K <= N.
 Expected<Shard> parse_shard(std::string_view text);
+
+// Each job's record: its label's, when that record ran the same command (or
+// names none), else (also for a label with no record) the one record that
+// ran the job's command under another
+// label (a default label that moved when a line was added above), else
+// none (history.end()). `changed`: the labels whose record ran another
+// command, for a notice.
+std::vector<History::const_iterator> match_history(std::span<const cmdfile::JobSpec> specs, const History& history,
+                                                   std::vector<std::string>* changed = nullptr);
 
 // The expected duration of each job from history; nullopt when it has none.
 std::vector<std::optional<double>> expected_durations(std::span<const cmdfile::JobSpec> specs,

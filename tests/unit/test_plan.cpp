@@ -31,7 +31,7 @@ History history_of(std::initializer_list<std::pair<const char*, double>> duratio
 {
     History h;
     for (const auto& [label, d] : durations)
-        h[label] = Past{d, "passed"};
+        h[label] = Past{d, "passed", {}};
     return h;
 }
 
@@ -211,12 +211,30 @@ TEST_CASE("--rerun-failed keeps what did not pass and what the report does not k
 {
     const auto specs = specs_named({"a", "b", "c", "d", "e"});
     History last;
-    last["a"] = Past{1.0, "passed"};
-    last["b"] = Past{1.0, "failed"};
-    last["c"] = Past{1.0, "flaky"};
-    last["d"] = Past{std::nullopt, "cancelled"};
+    last["a"] = Past{1.0, "passed", {}};
+    last["b"] = Past{1.0, "failed", {}};
+    last["c"] = Past{1.0, "flaky", {}};
+    last["d"] = Past{std::nullopt, "cancelled", {}};
     const std::vector<std::size_t> all{0, 1, 2, 3, 4};
     CHECK(failed_jobs(specs, all, last) == std::vector<std::size_t>{1, 3, 4});
+}
+
+TEST_CASE("a record goes with its label while the command is the same, else with the one record of the command")
+{
+    auto specs = specs_named({"t-3", "t-4", "u"});
+    specs[0].command = "new line";
+    specs[1].command = "pytest t.py";
+    specs[2].command = "pytest u.py";
+    History h;
+    h["t-3"] = Past{5.0, "passed", "pytest t.py"};  // the label moved to t-4
+    h["u"] = Past{2.0, "failed", "pytest u.py"};
+    std::vector<std::string> changed;
+    const auto matched = match_history(specs, h, &changed);
+    CHECK(matched[0] == h.end());
+    CHECK(matched[1] == h.find("t-3"));
+    CHECK(matched[2] == h.find("u"));
+    CHECK(changed == std::vector<std::string>{"t-3"});
+    CHECK(expected_durations(specs, h) == std::vector<std::optional<double>>{std::nullopt, 5.0, 2.0});
 }
 
 TEST_CASE("a report rewritten in place keeps each named job's last record, in the report's order")

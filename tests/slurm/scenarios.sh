@@ -164,7 +164,7 @@ scenario_fail_fast() {
     [ $rc = 1 ] || fail "exit $rc, 1 expected: $(cat "$work/ff.err")"
     [ "$(grep -c '^got TERM' "$work/ff.out")" = 2 ] ||
         fail "the traps did not see SIGTERM: $(cat "$work/ff.out" "$work/ff.err")"
-    [ "$(grep -c 'KILLED' "$work/ff.err")" = 2 ] || fail "two KILLED expected: $(cat "$work/ff.err")"
+    [ "$(grep -c '] KILLED ' "$work/ff.err")" = 2 ] || fail "two KILLED expected: $(cat "$work/ff.err")"
     ((SECONDS - t0 < 20)) || fail "fail-fast took $((SECONDS - t0)) s"
 }
 

@@ -17,6 +17,7 @@
 #include <pto/devices.hpp>
 #include <pto/scheduler.hpp>
 
+#include "cli/close_reports.hpp"
 #include "cli/dry_run.hpp"
 #include "cli/descriptors.hpp"
 #include "cli/device_variables.hpp"
@@ -29,6 +30,7 @@
 #include "cli/pool_choice.hpp"
 #include "cli/preflight.hpp"
 #include "cli/read_input.hpp"
+#include "cli/rerun_command.hpp"
 #include "cli/slurm.hpp"
 #include "cli/standard_streams.hpp"
 #include "cli/static_checks.hpp"
@@ -38,7 +40,6 @@
 #include "output/sink.hpp"
 #include "plan/plan.hpp"
 #include "report/fanout.hpp"
-#include "common/text.hpp"
 #include "report/json_lines.hpp"
 #include "report/junit_report.hpp"
 #include "report/log_dir.hpp"
@@ -80,32 +81,6 @@ std::string suite_name(const std::string& file)
     if (const auto dot = name.rfind('.'); dot != std::string::npos && dot > 0)
         name.erase(dot);
     return name.empty() ? "pto-par" : name;
-}
-
-// This command reading the report it writes, `json`, with --rerun-failed:
-// what the summary offers to run what did not pass again. Its own
-// --rerun-failed (also abbreviated, or with its value after '=') is left
-// out; `argv` is in the order getopt left it, options first.
-std::string rerun_command(int argc, char** argv, const std::string& json)
-{
-    const std::string_view option = "--rerun-failed";
-    std::string command = text::shell_word(argv[0]) + " --rerun-failed " + text::shell_word(json);
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view word = argv[i];
-        if (word == "--") {
-            for (; i < argc; ++i)
-                command += " " + text::shell_word(argv[i]);
-            break;
-        }
-        const std::string_view name = word.substr(0, word.find('='));
-        if (name.size() >= 5 && option.starts_with(name)) {
-            if (name.size() == word.size())
-                ++i;  // its value
-            continue;
-        }
-        command += " " + text::shell_word(word);
-    }
-    return command;
 }
 
 int run(int argc, char** argv, cli::EarlySignals& signals)
@@ -443,33 +418,12 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         junit->set_suite_properties(report::device_properties(devices));
     status.summary(wall_s, summary->stopped_by_signal,
                    opt.shard ? "shard " + std::to_string(opt.shard->k) + "/" + std::to_string(opt.shard->n) : "",
-                   opt.json_path.empty() ? std::string() : rerun_command(argc, argv, opt.json_path));
+                   opt.json_path.empty() ? std::string() : cli::rerun_command(argc, argv, opt.json_path));
 
     // A report that could not be written in full fails the run: CI reads it.
-    bool reports_ok = true;
-    if (json_file && !json.ok()) {
-        json_file.discard();
-        status.note("writing --json file '" + opt.json_path + "' failed; the file is left as it was");
-        reports_ok = false;
-    } else if (json_file) {
-        if (auto ok = json_file.commit(); !ok) {
-            status.note(ok.error().message);
-            reports_ok = false;
-        }
-    }
-    if (junit) {
-        if (auto ok = junit->close(wall_s); !ok) {
-            status.note("--junit: " + ok.error().message);
-            reports_ok = false;
-        } else if (junit->error()) {
-            status.note("--junit: " + junit->error()->message);
-            reports_ok = false;
-        }
-    }
-    if (logs && logs->error()) {
-        status.note("--log-dir: " + logs->error()->message);
-        reports_ok = false;
-    }
+    const bool reports_ok = cli::close_reports(json_file, json, opt.json_path, junit ? &*junit : nullptr,
+                                               logs ? &*logs : nullptr, wall_s,
+                                               [&status](const std::string& text) { status.note(text); });
 
     bool must_end = summary->stopped_by_signal != 0 || summary->timed_out;
     int status_code = reports_ok ? 0 : 1;

@@ -66,14 +66,18 @@ TEST_CASE("2>&1 into a slow reader: status lines land between blocks and lines, 
         std::size_t job_lines = 0;
         std::string last_job;   // the job whose block goes on (group mode)
         std::set<std::string> done;  // jobs whose block has ended
+        std::set<std::string> closed_by_start, resumed;
+        bool started_since = false;  // a START line since the last job line
         bool whole = true;
         std::size_t at = 0;
         while (at < r.out.size()) {
             const auto nl = r.out.find('\n', at);
             const std::string line = r.out.substr(at, nl - at);
             at = nl == std::string::npos ? r.out.size() : nl + 1;
-            if (line.rfind("[pto-par] ", 0) == 0)
+            if (line.rfind("[pto-par] ", 0) == 0) {
+                started_since |= line.rfind("[pto-par] START ", 0) == 0;
                 continue;
+            }
             std::string body = line;
             std::string job;
             if (mode == "stream") {
@@ -87,13 +91,21 @@ TEST_CASE("2>&1 into a slow reader: status lines land between blocks and lines, 
             } else {
                 job = body.empty() ? "" : "b" + std::string(1, body[0]);
                 if (job != last_job) {
-                    if (done.count(job) != 0 || job.empty()) {
+                    // A block goes on after another one only as the rest of
+                    // a live block that a job starting beside it closed (a
+                    // loaded machine starts the first job well before the
+                    // others); never twice.
+                    const bool rest = done.count(job) != 0 && resumed.insert(job).second && closed_by_start.count(job);
+                    if ((done.count(job) != 0 && !rest) || job.empty()) {
                         whole = false;  // a block resumed after another one
                         break;
                     }
                     done.insert(last_job);
+                    if (started_since)
+                        closed_by_start.insert(last_job);
                     last_job = job;
                 }
+                started_since = false;
             }
             if (body.size() != 100 || body != std::string(100, job.back())) {
                 whole = false;

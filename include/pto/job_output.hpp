@@ -15,6 +15,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <pto/error.hpp>
 
@@ -132,7 +134,19 @@ public:
         return discarded_ + passed_ + held_back_.size() + (spilled_ ? file_size_ : memory().size());
     }
     std::uint64_t discarded() const { return discarded_; }  // by choice (tail_only): not lost
-    std::uint64_t dropped() const { return dropped_; }
+    // A view that writes bytes out as they come (RunObserver::on_output_live)
+    // says which it wrote: `count` bytes from `from_end` bytes before the
+    // end of what was taken. Those that cannot be kept are unkept_shown(),
+    // not dropped(). Const, as the view is handed what is kept read-only:
+    // this changes no byte of it, only how a loss is counted.
+    void mark_shown(std::size_t from_end, std::size_t count) const;
+    // Bytes that reached no one: not kept (a full disk), and not shown as
+    // they came either.
+    std::uint64_t dropped() const { return dropped_ - unkept_shown(); }
+    // Bytes shown as they came that could not be kept: on standard output,
+    // missing only from what is kept (its log, the reports, a block shown
+    // again).
+    std::uint64_t unkept_shown() const;
     const std::optional<Error>& error() const { return error_; }
     bool spilled() const { return spilled_; }  // never with tail_only
 
@@ -201,6 +215,13 @@ private:
     std::uint64_t file_size_ = 0;
     std::uint64_t discarded_ = 0;
     std::uint64_t dropped_ = 0;
+    // Once a write failed every later byte is dropped too: the bytes
+    // dropped are those taken from drop_from_ on, in order.
+    std::uint64_t drop_from_ = 0;
+    // Bytes taken so far, and which of them (ranges of that count, in
+    // order) were shown as they came.
+    std::uint64_t taken_ = 0;
+    mutable std::vector<std::pair<std::uint64_t, std::uint64_t>> shown_;
     std::optional<Error> error_;
     std::string notice_;  // take_notice()
     bool pausable_ = false;    // in take_from_pipe

@@ -117,7 +117,12 @@ struct JobResult {
     double duration_s = 0;
     int stragglers = 0;             // processes of the job stopped after its leader ended (-1: some, count unknown)
     std::string error;              // why it could not start, or what went wrong around it
-    std::uint64_t output_lost = 0;  // bytes that could not be kept (a full disk), not those discarded by choice
+    // Bytes that reached no one (a full disk): neither kept nor shown as
+    // they came; not those discarded by choice.
+    std::uint64_t output_lost = 0;
+    // Bytes shown as they came that could not be kept: missing from its
+    // log and the reports only.
+    std::uint64_t output_unkept = 0;
     std::string output;             // filled only with RunOptions::keep_output
     std::vector<Attempt> attempts;  // the tries before the last one, oldest first
 };

@@ -428,7 +428,7 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
     bool must_end = summary->stopped_by_signal != 0 || summary->timed_out;
     int status_code = reports_ok ? 0 : 1;
     for (const auto& r : summary->results)
-        if ((r.status != JobStatus::passed && r.status != JobStatus::flaky) || r.output_lost != 0)
+        if ((r.status != JobStatus::passed && r.status != JobStatus::flaky) || r.output_lost != 0 || r.output_unkept != 0)
             status_code = 1;
     if (summary->timed_out)
         status_code = exit_run_timeout;

@@ -58,6 +58,9 @@ JobOutput::JobOutput(JobOutput&& o) noexcept
       file_size_(o.file_size_),
       discarded_(o.discarded_),
       dropped_(o.dropped_),
+      drop_from_(o.drop_from_),
+      taken_(o.taken_),
+      shown_(std::move(o.shown_)),
       error_(std::move(o.error_)),
       notice_(std::move(o.notice_)),
       never_pause_(o.never_pause_),
@@ -88,6 +91,9 @@ JobOutput& JobOutput::operator=(JobOutput&& o) noexcept
         file_size_ = o.file_size_;
         discarded_ = o.discarded_;
         dropped_ = o.dropped_;
+        drop_from_ = o.drop_from_;
+        taken_ = o.taken_;
+        shown_ = std::move(o.shown_);
         error_ = std::move(o.error_);
         notice_ = std::move(o.notice_);
         never_pause_ = o.never_pause_;
@@ -122,6 +128,7 @@ void JobOutput::append(std::string_view bytes)
 {
     if (bytes.empty())
         return;
+    taken_ += bytes.size();
     if (tail_only_) {
         keep_tail(bytes);
         return;
@@ -183,7 +190,34 @@ void JobOutput::write_file(std::string_view bytes)
         file_size_ += static_cast<std::uint64_t>(n);
         bytes.remove_prefix(static_cast<std::size_t>(n));
     }
+    if (bytes.empty())
+        return;
+    // Everything before the first byte dropped is in the file.
+    if (dropped_ == 0)
+        drop_from_ = file_size_;
     dropped_ += bytes.size();
+}
+
+void JobOutput::mark_shown(std::size_t from_end, std::size_t count) const
+{
+    const std::uint64_t from = taken_ - std::min<std::uint64_t>(from_end, taken_);
+    const std::uint64_t to = std::min<std::uint64_t>(from + count, taken_);
+    if (from >= to)
+        return;
+    if (!shown_.empty() && shown_.back().second >= from)
+        shown_.back().second = std::max(shown_.back().second, to);
+    else
+        shown_.emplace_back(from, to);
+}
+
+std::uint64_t JobOutput::unkept_shown() const
+{
+    const std::uint64_t end = drop_from_ + dropped_;
+    std::uint64_t shown = 0;
+    for (const auto& [from, to] : shown_)
+        if (from < end && to > drop_from_)
+            shown += std::min(to, end) - std::max(from, drop_from_);
+    return shown;
 }
 
 bool JobOutput::resume()
@@ -350,6 +384,7 @@ JobOutput::Taken JobOutput::take_from_pipe(int fd, std::size_t max_bytes,
             const ssize_t n = splice(fd, nullptr, fd_, &off, max_bytes, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
             if (n > 0) {
                 file_size_ += static_cast<std::uint64_t>(n);
+                taken_ += static_cast<std::uint64_t>(n);
                 return {static_cast<std::size_t>(n), false};
             }
             if (n == 0)
@@ -384,6 +419,7 @@ JobOutput::Taken JobOutput::take_from_pipe(int fd, std::size_t max_bytes,
             return {0, n < 0};
         const std::string_view bytes(memory_.data() + held_, static_cast<std::size_t>(n));
         held_ += bytes.size();
+        taken_ += bytes.size();
         if (live)
             live(bytes);
         return {bytes.size(), false};

@@ -138,12 +138,13 @@ void OutputWriter::on_output_live(const Job& job, const JobResult& r, std::strin
 {
     if (mode_ == OutputMode::stream) {
         on_output(job, r, bytes);
+        kept.mark_shown(bytes.size(), bytes.size());
         return;
     }
     if (!live_for(r.index))
         return;
     if (live_->shown) {
-        write_live(job, bytes);
+        kept.mark_shown(bytes.size(), write_live(job, bytes));
         return;
     }
     // Live from now on: what it printed before first (`kept` holds `bytes`).
@@ -181,10 +182,10 @@ JobOutput::Passage OutputWriter::passage_for(std::size_t index)
     return p;
 }
 
-void OutputWriter::write_live(const Job& job, std::string_view bytes)
+std::size_t OutputWriter::write_live(const Job& job, std::string_view bytes)
 {
     if (bytes.empty())
-        return;
+        return 0;
     live_->last = bytes.back();
     if (!tag_) {
         // Status lines that wait for this line's end go right after it, and
@@ -194,17 +195,18 @@ void OutputWriter::write_live(const Job& job, std::string_view bytes)
             emit(bytes.substr(0, nl + 1));
             live_->written += nl + 1;
             close_live();
-            return;
+            return nl + 1;
         }
         emit(bytes);
         live_->written += bytes.size();
-        return;
+        return bytes.size();
     }
     live_->written += bytes.size();
     Stream& st = streams_[live_->index];
     if (st.prefix.empty())
         st = tagged(job);
     put_lines(st, bytes);
+    return bytes.size();
 }
 
 void OutputWriter::end_live(const Job& job, const JobResult& r, const JobOutput& output, bool annotate)

@@ -93,8 +93,9 @@ private:
     void write_block(const Job& job, const JobResult& r, const JobOutput& output, bool continued = false);
     // Everything the live job kept so far, written: from now on only new bytes.
     void show_kept(const Job& job, const JobOutput& kept);
-    // Bytes of the live block, tagged if asked.
-    void write_live(const Job& job, std::string_view bytes);
+    // Bytes of the live block, tagged if asked; how many of them went out
+    // (a block closed at a line's end keeps the rest for its continuation).
+    std::size_t write_live(const Job& job, std::string_view bytes);
     // The live block ends: what was not shown yet, the closing marker, and
     // (unless the job runs again) the annotation.
     void end_live(const Job& job, const JobResult& r, const JobOutput& output, bool annotate);

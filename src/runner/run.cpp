@@ -370,8 +370,17 @@ void Run::report(JobProcess& j, bool abandoned)
         res.status = JobStatus::flaky;
     ++finished_;
     if (j.output().error()) {
-        res.output_lost = j.output().dropped();
-        res.error = j.output().error()->message + " (" + std::to_string(j.output().dropped()) + " bytes of output lost)";
+        // Bytes shown as they came reached standard output: lost only to
+        // what is kept of them.
+        const auto lost = res.output_lost = j.output().dropped();
+        const auto unkept = res.output_unkept = j.output().unkept_shown();
+        std::string counts;
+        if (lost != 0 || unkept == 0)
+            counts = std::to_string(lost) + " bytes of output lost";
+        if (unkept != 0)
+            counts += (counts.empty() ? "" : "; ") + std::to_string(unkept) +
+                      " bytes shown as they came but missing from its log and reports";
+        res.error = j.output().error()->message + " (" + counts + ")";
     }
     if (opt_.keep_output) {
         auto all = j.output().str();

@@ -9,6 +9,9 @@
 #include <csignal>
 #include <memory>
 #include <string>
+#include <thread>
+
+#include <sys/wait.h>
 
 #include "process.hpp"
 #include "reports.hpp"
@@ -85,9 +88,41 @@ void runs_end(const std::vector<std::pair<std::string, std::vector<int>>>& runs,
                 pto_par(), "-d", runs[r].first, "--lock-dir", dir.file("locks"),
                 dir.write(name + ".cmds", mixed_jobs(name, jobs, runs[r].second))}));
         }
-        for (std::size_t r = 0; r < started.size(); ++r) {
-            const auto f = started[r]->wait(limit);
-            INFO("try " << t + 1 << ", run " << r + 1 << ": " << f.err);
+        // Until each has ended or the limit passed; none is reaped yet, so
+        // that a stuck one can still be asked what it waits for.
+        const auto end = std::chrono::steady_clock::now() + limit;
+        const auto ended = [](const Process& p) {
+            siginfo_t info{};
+            return waitid(P_PID, static_cast<id_t>(p.pid()), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                   info.si_pid == p.pid();
+        };
+        while (std::chrono::steady_clock::now() < end &&
+               !std::all_of(started.begin(), started.end(), [&](const auto& p) { return ended(*p); }))
+            std::this_thread::sleep_for(50ms);
+        // What every run and the lock directory say when one is stuck.
+        std::string state;
+        if (!std::all_of(started.begin(), started.end(), [&](const auto& p) { return ended(*p); })) {
+            for (const auto& p : started)
+                if (!ended(*p)) {
+                    p->send(SIGUSR1);
+                    (void)p->wait_for_stderr("status of pid", 2s);
+                }
+            state = "lock directory:\n" +
+                    run({"/bin/sh", "-c", "cd \"$0\" && for f in *; do echo \"$f: $(cat \"$f\")\"; done; cat /proc/locks",
+                         dir.file("locks")})
+                        .out;
+        }
+        std::vector<Finished> finished;
+        for (auto& p : started) {
+            // The limit counts from its start: a few seconds more for what
+            // it printed since.
+            finished.push_back(p->wait(limit + 3s));
+            state += "\nrun (pid " + std::to_string(p->pid()) + "): " + finished.back().err;
+        }
+        for (std::size_t r = 0; r < finished.size(); ++r) {
+            const auto& f = finished[r];
+            INFO("try " << t + 1 << ", run " << r + 1);
+            INFO(state);
             REQUIRE(!f.timed_out);
             CHECK(f.exit_code == 0);
         }

@@ -29,6 +29,7 @@
 #include "cli/plan_run.hpp"
 #include "cli/pool_choice.hpp"
 #include "cli/preflight.hpp"
+#include "cli/process_limit.hpp"
 #include "cli/read_input.hpp"
 #include "cli/rerun_command.hpp"
 #include "cli/slurm.hpp"
@@ -363,6 +364,9 @@ int run(int argc, char** argv, cli::EarlySignals& signals)
         ro.output_passage = [&output](std::size_t index) { return output.passage_for(index); };
 
     if (const auto notice = cli::devices_only_in_env_notice(opt, specs, *pool, slurm.has_value()))
+        status.note(*notice);
+    if (const auto notice = slurm ? std::nullopt : cli::process_limit_notice(max_parallel == 0 ? specs.size()
+                                                                                 : std::min(max_parallel, specs.size())))
         status.note(*notice);
     if (!planned->description.empty() && opt.verbosity == 0)
         status.note(std::to_string(specs.size()) + " jobs" + planned->description);

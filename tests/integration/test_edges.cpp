@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <unistd.h>
 
@@ -179,6 +180,37 @@ TEST_CASE("ulimit -n 16 with standard output a pipe: 16 jobs of 1.6 MB all pass 
         CHECK(r.err.find("the limit is 16") != std::string::npos);
         all_pass(run({pto_par(), "-d", "none", "-j", "4", cmds}, {}, {}, 120s, Setup::limit(RLIMIT_NOFILE, 19)));
     }
+}
+
+TEST_CASE("ulimit -u that leaves the jobs too few processes is said at start, with what it leaves")
+{
+    if (geteuid() != 0) {
+        MESSAGE("skipped: running as another user (root does not count against ulimit -u) needs root");
+        return;
+    }
+    TempDir dir;
+    chmod(dir.path().c_str(), 0755);
+    std::string cmds;
+    for (int i = 0; i < 8; ++i)
+        cmds += "@0 true | true\n";
+    const auto file = dir.write("u.cmds", cmds);
+    chmod(file.c_str(), 0644);
+    auto as_nobody = Setup::as_user(65534, 65534);
+    if (run({pto_par(), "--version"}, {}, {}, 10s, as_nobody).exit_code != 0) {
+        const std::string why = "skipped: user nobody cannot run " + pto_par();
+        MESSAGE(why);
+        return;
+    }
+    as_nobody.limits = {{RLIMIT_NPROC, 12}};
+    const auto r = run({pto_par(), "-d", "none", "-j", "8", file}, {}, {}, 60s, as_nobody);
+    CHECK(r.err.find("ulimit -u allows this user 12 processes and ") != std::string::npos);
+    CHECK(r.err.find(" for each of -j 8 jobs at once, and a job whose shell cannot fork fails (lower -j, or raise "
+                     "ulimit -u)") != std::string::npos);
+    // Room for the jobs: nothing said.
+    as_nobody.limits = {{RLIMIT_NPROC, 1000}};
+    const auto roomy = run({pto_par(), "-d", "none", "-j", "8", file}, {}, {}, 60s, as_nobody);
+    CHECK(roomy.exit_code == 0);
+    CHECK(roomy.err.find("ulimit -u") == std::string::npos);
 }
 
 TEST_CASE("descriptors too few for even one job: exit 2 at start, naming the limit")

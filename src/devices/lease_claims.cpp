@@ -121,10 +121,11 @@ void LockDir::clear_claims()
     (void)timerfd_settime(timer_.get(), 0, &off, nullptr);
 }
 
-void LockDir::arm_patience()
+void LockDir::arm_patience(bool from_now)
 {
+    const auto now = std::chrono::steady_clock::now();
     const auto left = std::max(std::chrono::steady_clock::duration::zero(),
-                               since_at_ + patience - std::chrono::steady_clock::now());
+                               (from_now ? now : since_at_) + patience - now);
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
     itimerspec when{};
     // A zero it_value disarms: at least a nanosecond.

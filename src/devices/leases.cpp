@@ -155,6 +155,11 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
                 if (err != EWOULDBLOCK)
                     return tl::unexpected(sys_error("flock '" + path_ + "/" + key + "'", err));
                 want(key);
+                // Its holder's close wakes this run; should that wake be
+                // missed, an idle run still looks again in a while, so that
+                // it never waits for ever (SPEC 10).
+                if (idle)
+                    arm_patience(true);
                 return Busy{key, holder_in(*fd)};
             }
             if (still_named(*fd, key))

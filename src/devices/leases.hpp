@@ -128,7 +128,10 @@ public:
     // that had no order, three runs each left a device to the next.
     // `idle`: the run holds no lease, nothing of its own runs: after
     // `patience` of waiting it leaves nothing to others any more (a run
-    // that waits first may be stopped, ^Z, and take nothing for hours).
+    // that waits first may be stopped, ^Z, and take nothing for hours),
+    // and while a lease it waits for is held it looks again every
+    // `patience`, whatever wakes it or not (a holder that unlocks without
+    // a close makes no event).
     Expected<std::variant<std::vector<Lease>, Busy>> try_take(std::span<const std::string> keys, bool idle = false);
     // After try_take failed: the key whose file could not be used.
     const std::string& failed_key() const { return failed_key_; }
@@ -199,8 +202,9 @@ private:
     // This run waits for `key`: its claim, made when it first waits.
     void want(const std::string& key);
     void clear_claims();
-    // Wakes the run when an idle run's patience is over.
-    void arm_patience();
+    // Wakes the run when an idle run's patience is over, or (`from_now`)
+    // a patience from now: the time to look again at a lease held.
+    void arm_patience(bool from_now = false);
 
     std::string path_;
     UniqueFd dir_;

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <csignal>
 #include <memory>
@@ -141,6 +142,35 @@ TEST_CASE("three runs on one lock dir, two of -d 0-2 and one of -d 1-2, never wa
 TEST_CASE("two runs on -d 0-1 with jobs of one and two devices never wait for each other for ever")
 {
     runs_end({{"0-1", {1, 2}}, {"0-1", {2, 1}}}, 30, 12, 20s);
+}
+
+TEST_CASE("a run with nothing running whose lease is given back without a close still starts, in a while")
+{
+    // A holder that unlocks and keeps the file open makes no event (as a
+    // run's own try does, which takes a lease and gives it back when the
+    // next is busy): the waiting run must not wait until the file closes.
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    std::filesystem::create_directory(locks);
+    Process holder({"/usr/bin/python3", "-c",
+                    "import fcntl, os, sys, time\n"
+                    "f = open(sys.argv[1], 'w')\n"
+                    "fcntl.flock(f, fcntl.LOCK_EX)\n"
+                    "print('locked', flush=True)\n"
+                    "while not os.path.exists(sys.argv[2]):\n"
+                    "    time.sleep(0.05)\n"
+                    "fcntl.flock(f, fcntl.LOCK_UN)\n"
+                    "time.sleep(60)\n",
+                    locks + "/device-0", dir.file("unlock")});
+    REQUIRE(holder.wait_for_stdout("locked", 10s));
+    Process waiter({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("w.cmds", "@1,label=w true\n")});
+    CHECK(waiter.wait_for_stderr("WAIT w for device 0 (held by another run)", 10s));
+    dir.write("unlock", "");
+    const auto r = waiter.wait(30s);
+    INFO(r.err);
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.exit_code == 0);
+    holder.send(SIGKILL);
 }
 
 TEST_CASE("a run with nothing running is not kept waiting for ever by a stopped run that waited first")

@@ -394,8 +394,9 @@ TEST_CASE("a 64 MiB output arrives byte-exact while pto-par's memory stays flat"
                                  << (expected.size() >> 20) << " MiB");
 #if defined(__SANITIZE_ADDRESS__)
     // ASan's allocator keeps per-size caches of its own on top (6.2 MiB was
-    // seen once under load).
-    constexpr long bound_kib = 8 * 1024;
+    // seen once under load, 8.2 MiB in CI's ASan stage): still far below
+    // the 64 MiB a run that held the output would grow by.
+    constexpr long bound_kib = 12 * 1024;
 #else
     constexpr long bound_kib = 6 * 1024;
 #endif

@@ -331,6 +331,15 @@ TEST_CASE("a full $TMPDIR: the output goes on in the next place, not a byte lost
 
 namespace {
 
+// Root and unshare -m, which run_with_full_places needs; says so when not.
+bool full_places_usable()
+{
+    if (geteuid() == 0 && std::system("unshare -m true 2>/dev/null") == 0)
+        return true;
+    MESSAGE("skipped: needs root and unshare -m");
+    return false;
+}
+
 // pto-par with `options` on `cmds` in a mount namespace of its own where
 // every place of the spill fallback list is a 4 MiB tmpfs nearly filled;
 // once it says that a job's output waits for room, `then` runs (a shell
@@ -360,10 +369,8 @@ Finished run_with_full_places(TempDir& dir, const std::string& cmds, const std::
 TEST_CASE("no temporary place with room: the job's output waits, then goes on, not a byte lost")
 {
     TempDir dir;
-    if (geteuid() != 0 || std::system("unshare -m true 2>/dev/null") != 0) {
-        MESSAGE("skipped: needs root and unshare -m");
+    if (!full_places_usable())
         return;
-    }
     // The job beside the live one keeps its 3 MB block in a spill file,
     // which finds no room: pto-par says so and stops reading it. Room is
     // made once it said so; the job goes on.
@@ -388,10 +395,8 @@ TEST_CASE("no temporary place with room: the job's output waits, then goes on, n
 TEST_CASE("no temporary place with room and a stop signal: the run ends at once and says what was lost")
 {
     TempDir dir;
-    if (geteuid() != 0 || std::system("unshare -m true 2>/dev/null") != 0) {
-        MESSAGE("skipped: needs root and unshare -m");
+    if (!full_places_usable())
         return;
-    }
     // As above, but SIGTERM comes while the job waits for room: the run must
     // end, so it does not wait for room any more. (--output failed: a block
     // that is never live, kept whole whatever else runs.)
@@ -410,15 +415,21 @@ TEST_CASE("no temporary place with room and a stop signal: the run ends at once 
 namespace {
 
 // A job that writes 64 KiB at a time and records in `count` how many bytes
-// it has written: what a count of lost bytes is checked against. Debian's
-// python3, whose path a pyenv shim would not find under the mounts, and
-// its program given whole: it opens a script by its full path, which the
-// mounts hide.
-std::string counted_writer(const TempDir& dir)
+// it has written, run with `options` where no place has room and stopped
+// by SIGTERM while it waits for room: how many bytes it wrote, what a count
+// of lost bytes is checked against. Debian's python3, whose path a pyenv
+// shim would not find under the mounts, and its program given whole: it
+// opens a script by its full path, which the mounts hide.
+long long stopped_writer(TempDir& dir, const std::string& options)
 {
     dir.write("writer.py", "import os\nn = 0\nwhile n < 6000000:\n    n += os.write(1, b'b' * 65536)\n"
                            "    open('count', 'w').write(str(n))\n");
-    return dir.write("full.cmds", "@0,label=big /usr/bin/python3 -c \"$(cat writer.py)\"\n");
+    const auto cmds = dir.write("full.cmds", "@0,label=big /usr/bin/python3 -c \"$(cat writer.py)\"\n");
+    const auto r = run_with_full_places(dir, cmds, options, "kill -TERM $run\n");
+    const auto err = dir.read("err");
+    CAPTURE(err);
+    CHECK(r.exit_code == 143);
+    return std::stoll(dir.read("count"));
 }
 
 // The number before `what` in `text`; -1 if it is not there.
@@ -436,18 +447,13 @@ long long number_before(const std::string& text, const std::string& what)
 TEST_CASE("no temporary place with room and a stop signal: the bytes lost are those that reached no one")
 {
     TempDir dir;
-    if (geteuid() != 0 || std::system("unshare -m true 2>/dev/null") != 0) {
-        MESSAGE("skipped: needs root and unshare -m");
+    if (!full_places_usable())
         return;
-    }
     // Never live (--output failed): its block comes from what was kept,
     // and what did not fit anywhere is the count said.
-    const auto cmds = counted_writer(dir);
-    const auto r = run_with_full_places(dir, cmds, "--output failed", "kill -TERM $run\n");
+    const long long written = stopped_writer(dir, "--output failed");
     const auto err = dir.read("err");
     CAPTURE(err);
-    CHECK(r.exit_code == 143);
-    const long long written = std::stoll(dir.read("count"));
     const long long lost = number_before(err, " bytes of output lost");
     REQUIRE(lost > 0);
     CHECK(static_cast<long long>(dir.read("out").size()) + lost == written);
@@ -458,16 +464,11 @@ TEST_CASE("no temporary place with room, a live job and --log-dir: bytes shown a
           "only missing from its log")
 {
     TempDir dir;
-    if (geteuid() != 0 || std::system("unshare -m true 2>/dev/null") != 0) {
-        MESSAGE("skipped: needs root and unshare -m");
+    if (!full_places_usable())
         return;
-    }
-    const auto cmds = counted_writer(dir);
-    const auto r = run_with_full_places(dir, cmds, "--log-dir logs", "kill -TERM $run\n");
+    const long long written = stopped_writer(dir, "--log-dir logs");
     const auto err = dir.read("err");
     CAPTURE(err);
-    CHECK(r.exit_code == 143);
-    const long long written = std::stoll(dir.read("count"));
     // Every byte the job wrote reached standard output.
     CHECK(static_cast<long long>(dir.read("out").size()) == written);
     CHECK(err.find("bytes of output lost") == std::string::npos);

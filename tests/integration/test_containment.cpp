@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <thread>
 
@@ -76,7 +77,7 @@ TEST_CASE("cgroup: an ended job's empty cgroup serves the next job; one whose le
 }
 
 // pto-par's live child in a session of its own: its guardian.
-pid_t session_leader_child(pid_t parent)
+pid_t session_leader_child_now(pid_t parent)
 {
     std::ifstream children("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children");
     pid_t child = 0;
@@ -93,6 +94,17 @@ pid_t session_leader_child(pid_t parent)
             return child;
     }
     return 0;
+}
+
+// The same, given a while: the guardian calls setsid() once it runs, which
+// on a loaded machine can be after pto-par has started its jobs.
+pid_t session_leader_child(pid_t parent)
+{
+    const auto end = std::chrono::steady_clock::now() + 10s;
+    pid_t child = 0;
+    while ((child = session_leader_child_now(parent)) == 0 && std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(20ms);
+    return child;
 }
 
 TEST_CASE("cgroup: what a SIGKILLed run and its guardian left in its cgroups is stopped by the next run")

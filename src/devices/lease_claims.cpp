@@ -1,6 +1,7 @@
 // Claims: a waiting run's "want-KEY@SINCE" files, by which runs take
-// turns at a lease (the oldest claim first), and the patience after which
-// an idle run leaves nothing to others.
+// turns at a lease (the oldest claim first), the patience after which
+// an idle run leaves nothing to others, and the second look at a lease
+// found held.
 #include "devices/leases.hpp"
 
 #include <dirent.h>
@@ -132,6 +133,14 @@ void LockDir::arm_patience(bool from_now)
     when.it_value.tv_sec = static_cast<time_t>(ns / 1000000000);
     when.it_value.tv_nsec = static_cast<long>(std::max<long long>(ns % 1000000000, ns == 0 ? 1 : 0));
     (void)timerfd_settime(timer_.get(), 0, &when, nullptr);  // cannot fail with these values
+}
+
+void LockDir::arm_second_look()
+{
+    looked_again_ = true;
+    itimerspec when{};
+    when.it_value.tv_nsec = std::chrono::duration_cast<std::chrono::nanoseconds>(second_look).count();
+    (void)timerfd_settime(second_look_.get(), 0, &when, nullptr);  // cannot fail with these values
 }
 
 }  // namespace pto::leases

@@ -49,10 +49,13 @@ Expected<LockDir> LockDir::open(const std::string& dir)
         d.timer_ = UniqueFd(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
         if (!d.timer_)
             return tl::unexpected(sys_error("timerfd_create (to end a wait that is left to other runs)", errno));
+        d.second_look_ = UniqueFd(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+        if (!d.second_look_)
+            return tl::unexpected(sys_error("timerfd_create (to look again at a lease found held)", errno));
         d.poll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
         if (!d.poll_)
             return tl::unexpected(sys_error("epoll_create1 (for the lock directory's events)", errno));
-        for (const int fd : {d.inotify_.get(), d.timer_.get()}) {
+        for (const int fd : {d.inotify_.get(), d.timer_.get(), d.second_look_.get()}) {
             epoll_event ev{};
             ev.events = EPOLLIN;
             ev.data.fd = fd;
@@ -155,10 +158,13 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
                 if (err != EWOULDBLOCK)
                     return tl::unexpected(sys_error("flock '" + path_ + "/" + key + "'", err));
                 want(key);
-                // Its holder's close wakes this run; should that wake be
-                // missed, an idle run still looks again in a while, so that
-                // it never waits for ever (SPEC 10).
-                if (idle)
+                // Its holder's close wakes this run. A try's instant hold
+                // ends with no close: one more look soon. Should a wake be
+                // missed all the same, an idle run still looks again in a
+                // while, so that it never waits for ever (SPEC 10).
+                if (!looked_again_)
+                    arm_second_look();
+                else if (idle)
                     arm_patience(true);
                 return Busy{key, holder_in(*fd)};
             }
@@ -209,6 +215,8 @@ bool LockDir::drain()
     std::uint64_t expired = 0;
     // Patience over: the next try leaves nothing to others. EAGAIN: not yet.
     bool freed = read(timer_.get(), &expired, sizeof expired) == static_cast<ssize_t>(sizeof expired);
+    if (read(second_look_.get(), &expired, sizeof expired) == static_cast<ssize_t>(sizeof expired))
+        freed = true;
     for (;;) {
         const ssize_t n = read(inotify_.get(), buf, sizeof buf);
         if (n <= 0)
@@ -216,8 +224,10 @@ bool LockDir::drain()
         bool gone = false;
         for (ssize_t at = 0; at < n;) {
             const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
-            if ((ev->mask & (IN_CLOSE_WRITE | IN_Q_OVERFLOW)) != 0)
+            if ((ev->mask & (IN_CLOSE_WRITE | IN_Q_OVERFLOW)) != 0) {
                 freed = true;
+                looked_again_ = false;  // a new try: a lease held in it gets its second look
+            }
             if ((ev->mask & (IN_DELETE | IN_MOVED_FROM)) != 0 && ev->len > 0)
                 if (const auto it = held_.find(std::string_view(ev->name)); it != held_.end())
                     relock(it->first);

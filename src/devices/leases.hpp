@@ -4,7 +4,8 @@
 // device variable, a UUID staying a UUID) and per port, in a lock
 // directory; the kernel gives it back when its holder closes it or dies.
 // No daemon: waiting is an inotify watch on the directory in the run's one
-// poll (LockDir is a PollClient), never a timer.
+// poll (LockDir is a PollClient); its timers are one-shot looks again for
+// what makes no event, never a polling interval.
 #pragma once
 
 #include <sys/types.h>
@@ -143,6 +144,10 @@ public:
     // How long an idle run leaves free leases to runs that began to wait
     // before it.
     static constexpr std::chrono::seconds patience{5};
+    // A lease found held is looked at once more this long after: another
+    // run's try holds each lease of a job for an instant, and gives back
+    // without a close (no event) what it took when a later one is busy.
+    static constexpr std::chrono::milliseconds second_look{100};
 
     // Which of `keys` another run holds now, with its pid, neither taking
     // nor waiting (--dry-run). `dir` as open() takes it; a directory that is
@@ -162,7 +167,7 @@ public:
     // PollClient: an epoll of the inotify descriptor, readable when a
     // holder closed a lease file or a claim (IN_CLOSE_WRITE: holders open
     // theirs for writing, and write their pid into it; tries that fail
-    // close nothing), and of the patience timer.
+    // close nothing), and of the patience and second-look timers.
     int poll_fd() const override { return poll_.get(); }
     short poll_events() const override;
     void on_ready(short revents) override;
@@ -205,11 +210,15 @@ private:
     // Wakes the run when an idle run's patience is over, or (`from_now`)
     // a patience from now: the time to look again at a lease held.
     void arm_patience(bool from_now = false);
+    // After a lease was found held: a second look soon, once until an event.
+    void arm_second_look();
 
     std::string path_;
     UniqueFd dir_;
     UniqueFd inotify_;
     UniqueFd timer_;  // a timerfd for patience
+    UniqueFd second_look_;  // a timerfd for the look after a lease was found held
+    bool looked_again_ = false;  // since the last event
     UniqueFd poll_;   // an epoll of both: the run's poll has one descriptor for leases
     std::set<std::string, std::less<>> inherited_;
     std::map<std::string, UniqueFd, std::less<>> open_;     // busy when last tried

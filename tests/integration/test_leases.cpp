@@ -173,6 +173,40 @@ TEST_CASE("a run with nothing running whose lease is given back without a close 
     holder.send(SIGKILL);
 }
 
+TEST_CASE("a lease held only for an instant, as by another run's try that finds its next lease busy, delays a run "
+          "with a job running by no more than an instant")
+{
+    // Another run's try takes the leases of a job in turn and gives back
+    // what it took, unlocked without a close, when a later one is busy: a
+    // run whose try came in that instant found it held and waited for a
+    // close that never came, until its own job ended (here in 60 s). The
+    // holder here gives the lease back as soon as the run has found it
+    // busy (its claim appears), as such a try would.
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    std::filesystem::create_directory(locks);
+    Process holder({"/usr/bin/python3", "-c",
+                    "import fcntl, glob, os, sys, time\n"
+                    "f = open(sys.argv[1] + '/device-1', 'w')\n"
+                    "fcntl.flock(f, fcntl.LOCK_EX)\n"
+                    "print('locked', flush=True)\n"
+                    "while not glob.glob(sys.argv[1] + '/want-device-1@*'):\n"
+                    "    time.sleep(0.001)\n"
+                    "fcntl.flock(f, fcntl.LOCK_UN)\n"
+                    "print('unlocked', flush=True)\n"
+                    "time.sleep(60)\n",
+                    locks});
+    REQUIRE(holder.wait_for_stdout("locked", 10s));
+    Process waiter({pto_par(), "-d", "0-1", "--lock-dir", locks,
+                    dir.write("w.cmds", "@1,label=first sleep 60\n@1,label=second sleep 60\n")});
+    REQUIRE(holder.wait_for_stdout("unlocked", 10s));
+    CHECK(waiter.wait_for_stderr("START first", 5s));
+    CHECK(waiter.wait_for_stderr("START second", 5s));
+    waiter.send(SIGINT);
+    INFO(waiter.wait(20s).err);
+    holder.send(SIGKILL);
+}
+
 TEST_CASE("a run with nothing running is not kept waiting for ever by a stopped run that waited first")
 {
     TempDir dir;

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,6 +47,15 @@ public:
     void write_text(const std::string& text) const
     {
         REQUIRE(::write(fd_, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    }
+    // Until the reader has taken all that was written (true).
+    bool drained(std::chrono::milliseconds limit) const
+    {
+        const auto end = std::chrono::steady_clock::now() + limit;
+        int pending = 0;
+        while (ioctl(fd_, FIONREAD, &pending) == 0 && pending > 0 && std::chrono::steady_clock::now() < end)
+            std::this_thread::sleep_for(5ms);
+        return pending == 0;
     }
     void close_end()
     {
@@ -112,7 +122,10 @@ TEST_CASE("SIGUSR1 while the commands file is still being read says how far it g
     Fifo fifo(dir.file("cmds"));
     Process p({pto_par(), "-d", "none", dir.file("cmds")});
     fifo.write_text("@0 echo one\n@0 echo two\n");
-    std::this_thread::sleep_for(200ms);
+    // Read, so that the report has the two lines to count (a loaded
+    // machine, or ASan, can take longer than any fixed wait to get there).
+    REQUIRE(p.wait_for_handled(SIGUSR1, 10s));
+    REQUIRE(fifo.drained(10s));
     p.send(SIGUSR1);
     CHECK(p.wait_for_stderr("[pto-par] reading the commands file: 2 lines (24 bytes) so far", 10s));
     fifo.write_text("@0 echo three\n");
@@ -131,7 +144,8 @@ TEST_CASE("SIGTERM or SIGHUP while the commands file is being read: exit 128+N a
         const auto marker = dir.file("ran");
         Process p({pto_par(), "-d", "none", dir.file("cmds")});
         fifo.write_text("@0 touch " + marker + "\n");
-        std::this_thread::sleep_for(200ms);
+        REQUIRE(p.wait_for_handled(sig, 10s));
+        REQUIRE(fifo.drained(10s));
         p.send(sig);
         const auto r = p.wait(10s);
         CHECK_MESSAGE(r.signal == 0, sig);

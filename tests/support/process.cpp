@@ -161,6 +161,24 @@ void Process::send(int sig) const
     kill(pid_, sig);
 }
 
+bool Process::wait_for_handled(int sig, std::chrono::milliseconds limit) const
+{
+    const auto end = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+        std::string line;
+        while (std::getline(status, line))
+            if (line.starts_with("SigBlk:") || line.starts_with("SigCgt:")) {
+                const unsigned long long mask = std::stoull(line.substr(7), nullptr, 16);
+                if ((mask >> (sig - 1) & 1U) != 0)
+                    return true;
+            }
+        if (std::chrono::steady_clock::now() >= end)
+            return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+}
+
 void Process::pump(int timeout_ms)
 {
     pollfd fds[3] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}, {tty_fd_, POLLIN, 0}};

@@ -73,6 +73,10 @@ public:
 
     pid_t pid() const { return pid_; }
     void send(int sig) const;
+    // Until it blocks or catches `sig` (true), as pto-par does from its
+    // first line: a signal sent before that, on a loaded machine or under
+    // ASan, has its default action and tests nothing of pto-par's.
+    bool wait_for_handled(int sig, std::chrono::milliseconds limit) const;
 
     // Reads until `needle` has appeared on stderr (true) or the time is up.
     bool wait_for_stderr(const std::string& needle, std::chrono::milliseconds limit);

@@ -17,6 +17,7 @@
 #include "cmdfile/commands_file.hpp"
 #include "common/unique_fd.hpp"
 #include "agent/step_agent.hpp"
+#include "agent/step_gpu_variables.hpp"
 #include "devices/discovery.hpp"
 #include "runner/launcher.hpp"
 #include "slurm/step_checks.hpp"
@@ -198,6 +199,8 @@ int run_step(int argc, char** argv)
         checks.trusted = std::move(*list);
         (void)unsetenv(slurm::trusted_gpus_variable);  // fails only for a bad name, which it is not
     }
+    // As Slurm set them for the whole step, before a check narrows them.
+    const agent::StepGpuVariables gpu_variables(*ids, [](const char* name) { return std::getenv(name); });
     const char* label = std::getenv("PTO_PAR_LABEL");
     const char* seq = std::getenv("PTO_PAR_SEQ");
     const std::vector<std::string> names(argv + at + 3, argv + argc);
@@ -215,6 +218,9 @@ int run_step(int argc, char** argv)
         bool ok = setenv("PTO_PAR_DEVICES", list.c_str(), 1) == 0 &&
                   setenv("PTO_PAR_NUM_DEVICES", count.c_str(), 1) == 0 &&
                   setenv(device_names_variable, "", 1) == 0 && setenv(device_variable_variable, "", 1) == 0;
+        // Slurm's own first: a -e name the user gave wins.
+        for (const auto& [name, value] : gpu_variables.for_gpus(gpu_ids))
+            ok = ok && setenv(name.c_str(), value.c_str(), 1) == 0;
         for (const auto& name : names)
             ok = ok && setenv(name.c_str(), list.c_str(), 1) == 0;
         if (!ok)

@@ -126,6 +126,11 @@ int JobProcess::wait_status() const
     return *status_;
 }
 
+int JobProcess::stopped_where_it_ran() const
+{
+    return step_ ? step_->leftovers() : 0;
+}
+
 bool JobProcess::empty() const
 {
     if (leader_alive())

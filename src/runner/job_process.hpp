@@ -64,6 +64,10 @@ public:
     void leader_exited(int wait_status) { status_ = wait_status; }
     // A step's is its line's, as the agent told (srun's own otherwise).
     int wait_status() const;
+    // Processes the line left that were stopped where it ran, not by the
+    // run: a step's agent counts them in its end frame. 0 for a local job,
+    // whose leftovers the run stops itself.
+    int stopped_where_it_ran() const;
 
     // Nothing of the job is left: the leader reaped, its cgroup empty (or,
     // without one, its process group gone).

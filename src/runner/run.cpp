@@ -181,6 +181,7 @@ void Run::on_leader_exit(JobProcess& j)
         return;
     }
     take_status(j, j.wait_status());
+    res.stragglers = j.stopped_where_it_ran();
 
     // A timed-out job's leftovers are stopped when its dump grace ends (a
     // shell leader dies of SIGUSR1 while the test under it prints stacks).

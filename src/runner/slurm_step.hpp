@@ -75,6 +75,8 @@ public:
     // (`srun_status`) tells of a task killed by a signal; nothing when srun's
     // is all there is.
     std::optional<int> wait_status(int srun_status) const;
+    // What the line left that the agent stopped, as its end frame says.
+    int leftovers() const { return end_ ? end_->leftovers : 0; }
     // The agent's verdicts on the step's GPUs (--device-check) that came
     // since the last call.
     std::vector<slurm::CheckVerdict> take_verdicts();

@@ -11,7 +11,7 @@ shift
 # node_down last: it kills a slurmd, and the scenarios of one invocation
 # share a cluster.
 all=(spread static fifo fail_fast interrupt timeout killed refused gpus nested reports leftover grace escape stubborn
-     verdicts clean pending scancel scancel_hangs sick sick_retry sick_bad_end sick_timeout sick_hang sick_cpu late_header node_down)
+     verdicts clean pending scancel scancel_hangs sick sick_retry sick_bad_end sick_timeout sick_hang sick_cpu late_header check_vars node_down)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
 
@@ -279,7 +279,8 @@ scenario_leftover() {
         2>"$work/left.err" || fail "exit $? $(cat "$work/left.err")"
     ((SECONDS - t0 < 15)) || fail "took $((SECONDS - t0)) s"
     grep -q '^started$' "$work/left.out" || fail "$(cat "$work/left.out")"
-    grep -q 'PASS sleep' "$work/left.err" || fail "$(cat "$work/left.err")"
+    grep -q 'PASS sleep.*(stopped 1 leftover process)' "$work/left.err" || fail "$(cat "$work/left.err")"
+    grep -q '"stragglers":1' "$work/left.json" || fail "$(cat "$work/left.json")"
 }
 
 # What the line left that ignores SIGTERM gets SIGKILL after --kill-grace,
@@ -577,6 +578,23 @@ CMDS
         return
     fi
     [ "$(grep -c "^$gpu step " "$work/st.checks")" = 2 ] || fail "checks of $gpu: $(cat "$work/st.checks")"
+}
+
+# The check of each GPU of an @2 step sees that GPU alone in every variable
+# Slurm sets for the step, as a local check does; the line sees both.
+scenario_check_vars() {
+    : >"$work/cv.checks"
+    local vars='$SLURMD_NODENAME $PTO_PAR_DEVICES|$SLURM_STEP_GPUS|$CUDA_VISIBLE_DEVICES|$GPU_DEVICE_ORDINAL|$ROCR_VISIBLE_DEVICES|$SLURM_GPUS_ON_NODE'
+    printf '@2,label=both echo "line %s"\n' "$vars" >"$work/cv.cmds"
+    in_allocation "$pto_par" --launcher slurm --device-check "echo \"check $vars\" >>$work/cv.checks" \
+        "$work/cv.cmds" >"$work/cv.out" 2>"$work/cv.err" || fail "exit $? $(cat "$work/cv.err")"
+    [ "$(wc -l <"$work/cv.checks")" = 2 ] || fail "two checks expected: $(cat "$work/cv.checks" "$work/cv.err")"
+    local node gpu rest
+    while read -r _ node rest; do
+        gpu=${rest%%|*}
+        [ "$rest" = "$gpu|$gpu|$gpu|$gpu|$gpu|1" ] || fail "the check of $node:$gpu saw $rest"
+    done <"$work/cv.checks"
+    grep -q '^line n[12] 0,1|0,1|0,1|0,1|0,1|2$' "$work/cv.out" || fail "the line saw: $(cat "$work/cv.out")"
 }
 
 # A node whose slurmd is gone: its steps fail to launch; it is taken out of

@@ -2,6 +2,13 @@
 
 #include <signal.h>
 
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/step_gpu_variables.hpp"
 #include "runner/slurm_step.hpp"
 #include "slurm/allocation.hpp"
 #include "slurm/step_checks.hpp"
@@ -242,4 +249,48 @@ TEST_SUITE("slurm_allocation")
         const auto none = runner::step_argv(opt, "n1", 0, "pto-par.1.3", {"true"});
         CHECK(std::find(none.begin(), none.end(), "--gres=none") != none.end());
     }
+}
+
+TEST_SUITE("slurm_allocation")
+{
+TEST_CASE("a check of one GPU of a step sees that GPU alone in each variable Slurm set for the step")
+{
+    const std::map<std::string, std::string> env{{"SLURM_STEP_GPUS", "2,3"},
+                                                 {"CUDA_VISIBLE_DEVICES", "0,1"},
+                                                 {"GPU_DEVICE_ORDINAL", "0,1"},
+                                                 {"ROCR_VISIBLE_DEVICES", ",1"},
+                                                 {"SLURM_GPUS_ON_NODE", "2"},
+                                                 {"PATH", "/bin"}};
+    const auto getenv_fn = [&](const char* name) -> const char* {
+        const auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+    };
+    const pto::agent::StepGpuVariables vars({2, 3}, getenv_fn);
+    using Set = std::vector<std::pair<std::string, std::string>>;
+    const int three = 3;
+    CHECK(vars.for_gpus(std::span<const int>(&three, 1)) ==
+          Set{{"SLURM_STEP_GPUS", "3"}, {"CUDA_VISIBLE_DEVICES", "1"}, {"GPU_DEVICE_ORDINAL", "1"},
+              {"ROCR_VISIBLE_DEVICES", "1"}, {"SLURM_GPUS_ON_NODE", "1"}});
+    // The line: the step's own values.
+    const std::vector<int> both{2, 3};
+    CHECK(vars.for_gpus(both) == Set{{"SLURM_STEP_GPUS", "2,3"}, {"CUDA_VISIBLE_DEVICES", "0,1"},
+                                     {"GPU_DEVICE_ORDINAL", "0,1"}, {"ROCR_VISIBLE_DEVICES", ",1"},
+                                     {"SLURM_GPUS_ON_NODE", "2"}});
+    // An empty first entry keeps its place.
+    const int two = 2;
+    CHECK(vars.for_gpus(std::span<const int>(&two, 1))[3] == std::pair<std::string, std::string>{"ROCR_VISIBLE_DEVICES", ""});
+}
+
+TEST_CASE("a GPU list that does not match the step's GPUs is left as Slurm set it")
+{
+    const auto getenv_fn = [](const char* name) -> const char* {
+        return std::string(name) == "CUDA_VISIBLE_DEVICES" ? "GPU-a,GPU-b,GPU-c" : nullptr;
+    };
+    const pto::agent::StepGpuVariables vars({0, 1}, getenv_fn);
+    const int one = 1;
+    const int other = 7;
+    using Set = std::vector<std::pair<std::string, std::string>>;
+    CHECK(vars.for_gpus(std::span<const int>(&one, 1)) == Set{{"CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b,GPU-c"}});
+    CHECK(vars.for_gpus(std::span<const int>(&other, 1)) == Set{{"CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b,GPU-c"}});
+}
 }

@@ -130,6 +130,24 @@ void runs_end(const std::vector<std::pair<std::string, std::vector<int>>>& runs,
     }
 }
 
+// A holder of the lease file `lease` (it prints "locked") that unlocks it
+// without a close, which makes no event, once a file matching `when` (a
+// glob) is there, prints "unlocked" and keeps the file open a minute.
+std::vector<std::string> unlocking_holder(const std::string& lease, const std::string& when)
+{
+    return {"/usr/bin/python3", "-c",
+            "import fcntl, glob, sys, time\n"
+            "f = open(sys.argv[1], 'w')\n"
+            "fcntl.flock(f, fcntl.LOCK_EX)\n"
+            "print('locked', flush=True)\n"
+            "while not glob.glob(sys.argv[2]):\n"
+            "    time.sleep(0.001)\n"
+            "fcntl.flock(f, fcntl.LOCK_UN)\n"
+            "print('unlocked', flush=True)\n"
+            "time.sleep(60)\n",
+            lease, when};
+}
+
 }  // namespace
 
 TEST_SUITE("leases_order") {
@@ -152,16 +170,7 @@ TEST_CASE("a run with nothing running whose lease is given back without a close 
     TempDir dir;
     const auto locks = dir.file("locks");
     std::filesystem::create_directory(locks);
-    Process holder({"/usr/bin/python3", "-c",
-                    "import fcntl, os, sys, time\n"
-                    "f = open(sys.argv[1], 'w')\n"
-                    "fcntl.flock(f, fcntl.LOCK_EX)\n"
-                    "print('locked', flush=True)\n"
-                    "while not os.path.exists(sys.argv[2]):\n"
-                    "    time.sleep(0.05)\n"
-                    "fcntl.flock(f, fcntl.LOCK_UN)\n"
-                    "time.sleep(60)\n",
-                    locks + "/device-0", dir.file("unlock")});
+    Process holder(unlocking_holder(locks + "/device-0", dir.file("unlock")));
     REQUIRE(holder.wait_for_stdout("locked", 10s));
     Process waiter({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("w.cmds", "@1,label=w true\n")});
     CHECK(waiter.wait_for_stderr("WAIT w for device 0 (held by another run)", 10s));
@@ -185,17 +194,7 @@ TEST_CASE("a lease held only for an instant, as by another run's try that finds 
     TempDir dir;
     const auto locks = dir.file("locks");
     std::filesystem::create_directory(locks);
-    Process holder({"/usr/bin/python3", "-c",
-                    "import fcntl, glob, os, sys, time\n"
-                    "f = open(sys.argv[1] + '/device-1', 'w')\n"
-                    "fcntl.flock(f, fcntl.LOCK_EX)\n"
-                    "print('locked', flush=True)\n"
-                    "while not glob.glob(sys.argv[1] + '/want-device-1@*'):\n"
-                    "    time.sleep(0.001)\n"
-                    "fcntl.flock(f, fcntl.LOCK_UN)\n"
-                    "print('unlocked', flush=True)\n"
-                    "time.sleep(60)\n",
-                    locks});
+    Process holder(unlocking_holder(locks + "/device-1", locks + "/want-device-1@*"));
     REQUIRE(holder.wait_for_stdout("locked", 10s));
     Process waiter({pto_par(), "-d", "0-1", "--lock-dir", locks,
                     dir.write("w.cmds", "@1,label=first sleep 60\n@1,label=second sleep 60\n")});

@@ -137,10 +137,19 @@ void LockDir::arm_patience(bool from_now)
 
 void LockDir::arm_second_look()
 {
-    looked_again_ = true;
+    static_assert(second_look < std::chrono::seconds(1), "it_value.tv_nsec holds all of it");
     itimerspec when{};
     when.it_value.tv_nsec = std::chrono::duration_cast<std::chrono::nanoseconds>(second_look).count();
     (void)timerfd_settime(second_look_.get(), 0, &when, nullptr);  // cannot fail with these values
+}
+
+bool LockDir::in_second_look() const
+{
+    // The look's pass follows its wake at once; a try later than a look's
+    // span (another job's end, when the look came while the run could
+    // start nothing) is a try of its own.
+    return looked_at_ != std::chrono::steady_clock::time_point{} &&
+           std::chrono::steady_clock::now() - looked_at_ < second_look;
 }
 
 }  // namespace pto::leases

@@ -12,9 +12,9 @@
 namespace pto::leases::files {
 
 // A holder's close (a lease or a claim given back), and what removes this
-// run's files or the directory under it.
+// run's files, renames another file onto one, or removes the directory.
 inline constexpr std::uint32_t watched_events =
-    IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF;
+    IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF;
 
 // A directory every user's runs can lease in: made sticky and writable by
 // all (as /tmp), whatever the umask; an existing one is used as it is.

@@ -1,5 +1,6 @@
-// A lease file or the lock directory removed while held: the name checked
-// against the locked file, and what was removed made and locked again.
+// A lease file or the lock directory removed while held, or another file
+// renamed onto a lease's name: the name checked against the locked file, and
+// what is gone made and locked again.
 #include "devices/leases.hpp"
 
 #include <fcntl.h>
@@ -44,7 +45,7 @@ void LockDir::relock(const std::string& key, bool may_remake)
         return;
     }
     const std::string other = fd ? holder_in(fd.get()).text() : std::string();
-    say("the lease file '" + path_ + "/" + key + "' was removed while this run held it" +
+    say("the lease file '" + path_ + "/" + key + "' was removed or replaced while this run held it" +
         (fd ? ", and another run" + (other.empty() ? std::string() : " (" + other + ")") +
                   " took it before it could be made again: both may use it now"
             : " and cannot be made again: other runs no longer see this lease") +

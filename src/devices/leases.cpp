@@ -159,10 +159,11 @@ Expected<std::variant<std::vector<Lease>, Busy>> LockDir::try_take(std::span<con
                     return tl::unexpected(sys_error("flock '" + path_ + "/" + key + "'", err));
                 want(key);
                 // Its holder's close wakes this run. A try's instant hold
-                // ends with no close: one more look soon. Should a wake be
-                // missed all the same, an idle run still looks again in a
-                // while, so that it never waits for ever (SPEC 10).
-                if (!looked_again_)
+                // ends with no close: one more look soon, after each try but
+                // the look's own. Should a wake be missed all the same, an
+                // idle run still looks again in a while, so that it never
+                // waits for ever (SPEC 10).
+                if (!in_second_look())
                     arm_second_look();
                 else if (idle)
                     arm_patience(true);
@@ -215,8 +216,10 @@ bool LockDir::drain()
     std::uint64_t expired = 0;
     // Patience over: the next try leaves nothing to others. EAGAIN: not yet.
     bool freed = read(timer_.get(), &expired, sizeof expired) == static_cast<ssize_t>(sizeof expired);
-    if (read(second_look_.get(), &expired, sizeof expired) == static_cast<ssize_t>(sizeof expired))
+    if (read(second_look_.get(), &expired, sizeof expired) == static_cast<ssize_t>(sizeof expired)) {
         freed = true;
+        looked_at_ = std::chrono::steady_clock::now();
+    }
     for (;;) {
         const ssize_t n = read(inotify_.get(), buf, sizeof buf);
         if (n <= 0)
@@ -226,18 +229,23 @@ bool LockDir::drain()
             const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
             if ((ev->mask & (IN_CLOSE_WRITE | IN_Q_OVERFLOW)) != 0) {
                 freed = true;
-                looked_again_ = false;  // a new try: a lease held in it gets its second look
+                looked_at_ = {};  // a try for this event: a lease held in it gets its second look
             }
-            if ((ev->mask & (IN_DELETE | IN_MOVED_FROM)) != 0 && ev->len > 0)
-                if (const auto it = held_.find(std::string_view(ev->name)); it != held_.end())
+            // Its name removed, or another file renamed onto it (mv, sed -i):
+            // the name no longer leads to the file this run locked.
+            if ((ev->mask & (IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)) != 0 && ev->len > 0)
+                if (const auto it = held_.find(std::string_view(ev->name));
+                    it != held_.end() && !still_named(it->second.get(), it->first))
                     relock(it->first);
             // The directory itself, or a lost event that may have been that.
             if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_Q_OVERFLOW)) != 0)
                 gone = true;
             at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
         }
-        if (gone && remake())
+        if (gone && remake()) {
             freed = true;  // what this run waited for may be free in the new one
+            looked_at_ = {};
+        }
     }
 }
 

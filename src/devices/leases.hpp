@@ -210,15 +210,20 @@ private:
     // Wakes the run when an idle run's patience is over, or (`from_now`)
     // a patience from now: the time to look again at a lease held.
     void arm_patience(bool from_now = false);
-    // After a lease was found held: a second look soon, once until an event.
+    // After a lease was found held: a second look soon.
     void arm_second_look();
+    // Whether a try now is the one the second look woke the run for.
+    bool in_second_look() const;
 
     std::string path_;
     UniqueFd dir_;
     UniqueFd inotify_;
     UniqueFd timer_;  // a timerfd for patience
     UniqueFd second_look_;  // a timerfd for the look after a lease was found held
-    bool looked_again_ = false;  // since the last event
+    // When the second look woke the run, unless an event has since: the
+    // try it woke the run for comes at once, and that try's busy lease gets
+    // no look of its own (one look per try, never a polling interval).
+    std::chrono::steady_clock::time_point looked_at_{};
     UniqueFd poll_;   // an epoll of both: the run's poll has one descriptor for leases
     std::set<std::string, std::less<>> inherited_;
     std::map<std::string, UniqueFd, std::less<>> open_;     // busy when last tried

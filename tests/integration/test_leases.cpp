@@ -131,9 +131,11 @@ void runs_end(const std::vector<std::pair<std::string, std::vector<int>>>& runs,
 }
 
 // A holder of the lease file `lease` (it prints "locked") that unlocks it
-// without a close, which makes no event, once a file matching `when` (a
-// glob) is there, prints "unlocked" and keeps the file open a minute.
-std::vector<std::string> unlocking_holder(const std::string& lease, const std::string& when)
+// without a close, which makes no event, `after` seconds after a file
+// matching `when` (a glob) is there, prints "unlocked" and keeps the file
+// open a minute.
+std::vector<std::string> unlocking_holder(const std::string& lease, const std::string& when,
+                                          const std::string& after = "0")
 {
     return {"/usr/bin/python3", "-c",
             "import fcntl, glob, sys, time\n"
@@ -142,10 +144,11 @@ std::vector<std::string> unlocking_holder(const std::string& lease, const std::s
             "print('locked', flush=True)\n"
             "while not glob.glob(sys.argv[2]):\n"
             "    time.sleep(0.001)\n"
+            "time.sleep(float(sys.argv[3]))\n"
             "fcntl.flock(f, fcntl.LOCK_UN)\n"
             "print('unlocked', flush=True)\n"
             "time.sleep(60)\n",
-            lease, when};
+            lease, when, after};
 }
 
 }  // namespace
@@ -201,6 +204,30 @@ TEST_CASE("a lease held only for an instant, as by another run's try that finds 
     REQUIRE(holder.wait_for_stdout("unlocked", 10s));
     CHECK(waiter.wait_for_stderr("START first", 5s));
     CHECK(waiter.wait_for_stderr("START second", 5s));
+    waiter.send(SIGINT);
+    INFO(waiter.wait(20s).err);
+    holder.send(SIGKILL);
+}
+
+TEST_CASE("a lease held for an instant when a job of the run ends gets its second look, though a look came before "
+          "while the run could start nothing")
+{
+    // The first try's look comes while `long` and `z` fill -j 2, and the
+    // pass it wakes tries nothing. `z` ends as the holder takes its instant:
+    // that try found the lease held and, the look spent, `need1` waited
+    // for `long`'s end (60 s).
+    TempDir dir;
+    const auto locks = dir.file("locks");
+    std::filesystem::create_directory(locks);
+    const auto instant = dir.file("instant");
+    Process holder(unlocking_holder(locks + "/device-1", instant, "0.05"));
+    REQUIRE(holder.wait_for_stdout("locked", 10s));
+    Process waiter({pto_par(), "-d", "0-1", "-j", "2", "--lock-dir", locks,
+                    dir.write("w.cmds", "@1,label=long sleep 60\n@1,label=need1 true\n@0,label=z sh -c 'sleep 1; touch " +
+                                            instant + "'\n")});
+    REQUIRE(waiter.wait_for_stderr("WAIT need1", 10s));
+    REQUIRE(holder.wait_for_stdout("unlocked", 10s));
+    CHECK(waiter.wait_for_stderr("START need1", 5s));
     waiter.send(SIGINT);
     INFO(waiter.wait(20s).err);
     holder.send(SIGKILL);
@@ -336,9 +363,12 @@ TEST_CASE("a run that gives a device back while another run waits for it lets th
                   "the second run's job ran " << at + 1 << "th, " << before << " of the first's having run when it began to wait");
 }
 
-TEST_CASE("a lease file removed while held, or its whole lock dir, lets no second run onto the device")
+TEST_CASE("a lease file removed or replaced while held, or its whole lock dir, lets no second run onto the device")
 {
-    for (const bool whole_dir : {false, true}) {
+    // A new file renamed onto the name, as mv, sed -i and config tools
+    // write: no file was removed, and the name is a file no one locks.
+    enum class Under { file_removed, dir_removed, file_renamed_onto };
+    for (const Under under : {Under::file_removed, Under::dir_removed, Under::file_renamed_onto}) {
         TempDir dir;
         const auto locks = dir.file("locks");
         const auto records = dir.file("holds");
@@ -351,10 +381,13 @@ TEST_CASE("a lease file removed while held, or its whole lock dir, lets no secon
         // Its files hold dead pids and look like stale pid files: people
         // clean them. (rm -rf may fail to remove the directory, which the
         // run has made its lease in again.)
-        (void)run({"/bin/rm", "-rf", whole_dir ? locks : locks + "/device-0"});
+        if (under == Under::file_renamed_onto)
+            (void)run({"/bin/mv", dir.write("new", ""), locks + "/device-0"});
+        else
+            (void)run({"/bin/rm", "-rf", under == Under::dir_removed ? locks : locks + "/device-0"});
         const auto b = run({pto_par(), "-d", "0", "--lock-dir", locks, dir.write("b.cmds", hold("b", "0.2"))});
         const auto fa = a.wait(20s);
-        INFO("whole dir: " << whole_dir);
+        INFO("under: " << static_cast<int>(under));
         INFO(fa.err);
         INFO(b.err);
         CHECK(fa.exit_code == 0);
